@@ -1,0 +1,360 @@
+"""Configuration: the YAML file (catalog, Spark, cleaner-wide defaults) and the per-table settings.
+
+Per-table settings are Iceberg table properties with Kafka's topic-config names. The YAML's
+``defaults`` section plays the role of Kafka's broker-level ``log.cleaner.*`` settings: a table
+property, when present, overrides it. Every setting is declared once, in ``TABLE_SETTINGS``; the
+Spark job, the scheduler, validation and the UI all resolve a table through ``resolve_table``.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import yaml
+
+LONG_MAX = 2**63 - 1
+CONFIG_ENV = "LAKECLEANER_CONFIG"
+DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "lakecleaner.yaml"
+CLEANUP_POLICY = "cleanup.policy"
+CHECKPOINT_PROPERTY = "lakecleaner.checkpoint"
+STRATEGIES = ("offset", "timestamp", "header", "column")
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid. Always names where it was found and what is wrong."""
+
+    def __init__(self, table: str | None, prop: str, value: Any, problem: str):
+        self.table, self.prop, self.value, self.problem = table, prop, value, problem
+        where = f"table {table}: " if table else "lakecleaner config: "
+        super().__init__(f"{where}{prop}={value!r} is invalid: {problem}")
+
+
+# ---------------------------------------------------------------- value parsers
+def _long(lo: int = 0) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        try:
+            value = int(str(raw).strip())
+        except ValueError:
+            raise ValueError("not an integer") from None
+        if not lo <= value <= LONG_MAX:
+            raise ValueError(f"must be between {lo} and {LONG_MAX}")
+        return value
+
+    return parse
+
+
+def _ratio(raw: str) -> float:
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        raise ValueError("not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise ValueError("must be between 0 and 1")
+    return value
+
+
+def _bool(raw: str) -> bool:
+    text = str(raw).strip().lower()
+    if text not in ("true", "false"):
+        raise ValueError("must be true or false")
+    return text == "true"
+
+
+def _strategy(raw: str) -> str:
+    text = str(raw).strip().lower()
+    if text not in STRATEGIES:
+        raise ValueError(f"must be one of {', '.join(STRATEGIES)}")
+    return text
+
+
+def _name(raw: str) -> str:
+    return str(raw).strip()
+
+
+def _names(raw: str) -> tuple[str, ...]:
+    names = tuple(part.strip() for part in str(raw).split(","))
+    if not names or any(not n for n in names):
+        raise ValueError("must be a comma-separated list of column names")
+    return names
+
+
+@dataclass(frozen=True)
+class Setting:
+    prop: str
+    default: Any
+    parse: Callable[[str], Any]
+    doc: str
+
+
+# The one definition of every per-table setting: Kafka's name, Kafka's default, how to parse it.
+TABLE_SETTINGS: dict[str, Setting] = {
+    s.prop: s
+    for s in (
+        Setting("compaction.strategy", "offset", _strategy, "which record wins per key (KIP-280)"),
+        Setting("compaction.strategy.header", "", _name, "header carrying the version, for strategy=header"),
+        Setting("compaction.strategy.column", "", _name, "column carrying the version, for strategy=column"),
+        Setting("delete.retention.ms", 86_400_000, _long(), "how long a cleaned tombstone stays visible"),
+        Setting("min.compaction.lag.ms", 0, _long(), "records younger than this are not touched"),
+        Setting("max.compaction.lag.ms", LONG_MAX, _long(1), "dirty data older than this must be cleaned (KIP-354)"),
+        Setting("min.cleanable.dirty.ratio", 0.5, _ratio, "clean when dirty/(clean+dirty) exceeds this"),
+        Setting("compaction.retain.log.end.record", True, _bool, "never remove a partition's highest offset"),
+        Setting("compaction.max.records.per.run", 50_000_000, _long(1), "dirty records one run may take (dedupe-buffer bound)"),
+        Setting("compaction.key.columns", ("key",), _names, "key columns (comma list for composite CDC keys)"),
+        Setting("compaction.offset.column", "offset", _name, "arrival order within a partition"),
+        Setting("compaction.partition.column", "partition", _name, "Kafka partition (optional)"),
+        Setting("compaction.timestamp.column", "timestamp", _name, "record timestamp, for strategy=timestamp"),
+        Setting("compaction.headers.column", "headers", _name, "array<struct<key string, value binary>>"),
+        Setting("compaction.tombstone.column", "tombstone", _name, "explicit tombstone flag (KIP-87, optional)"),
+        Setting("compaction.value.column", "value", _name, "a null value is a tombstone where there is no flag"),
+    )
+}
+
+INTEGRAL_TYPES = ("bigint", "int", "smallint", "tinyint")
+ORDERABLE_TYPES = INTEGRAL_TYPES + ("timestamp", "timestamp_ntz", "date", "double", "float")
+HEADERS_TYPE = "array<struct<key:string,value:binary>>"
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    """A table's resolved settings, checked against its schema."""
+
+    table: str
+    strategy: str  # effective strategy (header with a blank header name falls back to offset)
+    version_header: str
+    version_column: str
+    delete_retention_ms: int
+    min_compaction_lag_ms: int
+    max_compaction_lag_ms: int
+    min_cleanable_dirty_ratio: float
+    retain_log_end_record: bool
+    max_records_per_run: int
+    key_columns: tuple[str, ...]
+    offset_column: str
+    partition_column: str | None
+    timestamp_column: str | None
+    headers_column: str | None
+    tombstone_column: str | None
+    value_column: str | None
+
+    @property
+    def versioned(self) -> bool:
+        """Strategies that order by (has version, version, offset)."""
+        return self.strategy != "offset"
+
+
+def is_compacted(properties: Mapping[str, str]) -> bool:
+    return "compact" in [p.strip() for p in properties.get(CLEANUP_POLICY, "").split(",")]
+
+
+def resolve_table(
+    table: str,
+    properties: Mapping[str, str],
+    columns: Mapping[str, str],
+    defaults: Mapping[str, Any] | None = None,
+) -> TableConfig:
+    """Resolve settings (table property > YAML default > Kafka default) and check them against the
+    schema (``columns``: name -> Spark simple type string). Raises ConfigError naming the table."""
+    defaults = defaults or {}
+    values: dict[str, Any] = {}
+    explicit: set[str] = set()
+    for prop, setting in TABLE_SETTINGS.items():
+        if prop in properties:
+            raw, explicit_here = properties[prop], True
+        elif prop in defaults:
+            raw, explicit_here = defaults[prop], False
+        else:
+            values[prop] = setting.default
+            continue
+        try:
+            values[prop] = setting.parse(raw)
+        except ValueError as exc:
+            raise ConfigError(table, prop, raw, str(exc)) from None
+        if explicit_here:
+            explicit.add(prop)
+
+    if values["max.compaction.lag.ms"] < values["min.compaction.lag.ms"]:
+        raise ConfigError(
+            table, "max.compaction.lag.ms", values["max.compaction.lag.ms"],
+            f"must be >= min.compaction.lag.ms ({values['min.compaction.lag.ms']})",
+        )
+
+    types = {name.lower(): t.lower().replace(" ", "") for name, t in columns.items()}
+
+    def column(prop: str, required: bool, allowed: tuple[str, ...] | None = None) -> str | None:
+        name = values[prop]
+        if name.lower() not in types:
+            if required or prop in explicit:
+                raise ConfigError(table, prop, name, f"no such column (columns: {', '.join(columns)})")
+            return None
+        if allowed and types[name.lower()] not in allowed:
+            raise ConfigError(table, prop, name, f"column has type {types[name.lower()]}, expected one of {', '.join(allowed)}")
+        return name
+
+    for key in values["compaction.key.columns"]:
+        if key.lower() not in types:
+            raise ConfigError(table, "compaction.key.columns", ",".join(values["compaction.key.columns"]),
+                              f"no such column {key!r}")
+    offset = column("compaction.offset.column", True, INTEGRAL_TYPES)
+    partition = column("compaction.partition.column", False, INTEGRAL_TYPES)
+    tombstone = column("compaction.tombstone.column", False, ("boolean",))
+    value = column("compaction.value.column", False)
+
+    strategy = values["compaction.strategy"]
+    header = values["compaction.strategy.header"]
+    version_column = values["compaction.strategy.column"]
+    timestamp = headers = None
+    if strategy == "header" and not header:
+        strategy = "offset"  # KIP-280: a blank header name means the offset strategy
+    if strategy == "timestamp":
+        timestamp = column("compaction.timestamp.column", True, ORDERABLE_TYPES)
+    elif strategy == "header":
+        headers = column("compaction.headers.column", True, (HEADERS_TYPE,))
+    elif strategy == "column":
+        if not version_column:
+            raise ConfigError(table, "compaction.strategy.column", version_column,
+                              "strategy=column needs the name of the version column")
+        if version_column.lower() not in types:
+            raise ConfigError(table, "compaction.strategy.column", version_column, "no such column")
+        if types[version_column.lower()] not in ORDERABLE_TYPES:
+            raise ConfigError(table, "compaction.strategy.column", version_column,
+                              f"column has type {types[version_column.lower()]}, expected one of {', '.join(ORDERABLE_TYPES)}")
+
+    return TableConfig(
+        table=table,
+        strategy=strategy,
+        version_header=header,
+        version_column=version_column,
+        delete_retention_ms=values["delete.retention.ms"],
+        min_compaction_lag_ms=values["min.compaction.lag.ms"],
+        max_compaction_lag_ms=values["max.compaction.lag.ms"],
+        min_cleanable_dirty_ratio=values["min.cleanable.dirty.ratio"],
+        retain_log_end_record=values["compaction.retain.log.end.record"],
+        max_records_per_run=values["compaction.max.records.per.run"],
+        key_columns=values["compaction.key.columns"],
+        offset_column=offset,
+        partition_column=partition,
+        timestamp_column=timestamp,
+        headers_column=headers,
+        tombstone_column=tombstone,
+        value_column=value,
+    )
+
+
+# ---------------------------------------------------------------- the YAML file
+CATALOG_TYPES = ("hadoop", "rest", "sql", "hive", "glue")
+
+
+@dataclass(frozen=True)
+class CatalogConfig:
+    name: str = "lake"
+    type: str = "hadoop"
+    warehouse: str = "warehouse"
+    properties: Mapping[str, str] = field(default_factory=dict)  # passed to both Spark and pyiceberg
+    spark_properties: Mapping[str, str] = field(default_factory=dict)  # Spark only (e.g. a JDBC uri)
+    pyiceberg_properties: Mapping[str, str] = field(default_factory=dict)  # pyiceberg only
+
+    def spark_conf(self) -> dict[str, str]:
+        """spark.sql.catalog.<name>.* for Iceberg's SparkCatalog."""
+        prefix = f"spark.sql.catalog.{self.name}"
+        conf = {prefix: "org.apache.iceberg.spark.SparkCatalog"}
+        if self.type == "sql":
+            conf[f"{prefix}.type"] = "jdbc"  # Iceberg's JdbcCatalog is pyiceberg's SqlCatalog
+        elif self.type == "glue":
+            conf[f"{prefix}.type"] = "glue"
+        else:
+            conf[f"{prefix}.type"] = self.type
+        if self.warehouse:
+            conf[f"{prefix}.warehouse"] = self.warehouse
+        for key, value in {**self.properties, **self.spark_properties}.items():
+            conf[f"{prefix}.{key}"] = str(value)
+        return conf
+
+    def pyiceberg_properties_resolved(self) -> dict[str, str]:
+        props = {"type": self.type, **{k: str(v) for k, v in self.properties.items()}}
+        props.update({k: str(v) for k, v in self.pyiceberg_properties.items()})
+        if self.warehouse:
+            props.setdefault("warehouse", self.warehouse)
+        return props
+
+
+@dataclass(frozen=True)
+class SparkConfig:
+    master: str = "local[2]"
+    # "auto": the Iceberg runtime jar shipped in the pinned PyPI package. Otherwise a Maven
+    # coordinate passed as spark.jars.packages, for deployments that reach Maven.
+    iceberg_runtime: str = "auto"
+    driver_memory: str = "2g"
+    conf: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CleanerConfig:
+    threads: int = 1  # Kafka's log.cleaner.threads: how many Spark jobs run at once
+    meta_namespace: str = "lakecleaner"  # run history lives here, in the same catalog
+    quarantine_suffix: str = "__quarantine"
+    namespaces: tuple[str, ...] = ()  # empty = every namespace
+
+
+@dataclass(frozen=True)
+class LakecleanerConfig:
+    catalog: CatalogConfig = field(default_factory=CatalogConfig)
+    spark: SparkConfig = field(default_factory=SparkConfig)
+    cleaner: CleanerConfig = field(default_factory=CleanerConfig)
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    source: str = "<built-in>"
+
+    @property
+    def history_table(self) -> str:
+        return f"{self.catalog.name}.{self.cleaner.meta_namespace}.run_history"
+
+
+def _section(raw: Mapping[str, Any], name: str, cls: type, source: str) -> Any:
+    data = raw.get(name) or {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(None, name, data, f"must be a mapping (in {source})")
+    known = set(cls.__dataclass_fields__)
+    unknown = set(data) - known
+    if unknown:
+        raise ConfigError(None, f"{name}.{sorted(unknown)[0]}", data[sorted(unknown)[0]],
+                          f"unknown key (known: {', '.join(sorted(known))}; in {source})")
+    return cls(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items()})
+
+
+def load_config(path: str | os.PathLike | None = None) -> LakecleanerConfig:
+    """Load the YAML config: explicit path, else $LAKECLEANER_CONFIG, else include/lakecleaner.yaml.
+    Relative warehouse paths are resolved against the config file's directory's parent (the repo)."""
+    path = Path(path or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_PATH)
+    if not path.exists():
+        raise ConfigError(None, CONFIG_ENV, str(path), "config file not found")
+    raw = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError(None, "<file>", str(path), "top level must be a mapping")
+    unknown = set(raw) - {"catalog", "spark", "cleaner", "defaults"}
+    if unknown:
+        raise ConfigError(None, sorted(unknown)[0], "...", f"unknown section in {path}")
+    catalog = _section(raw, "catalog", CatalogConfig, str(path))
+    if catalog.type not in CATALOG_TYPES:
+        raise ConfigError(None, "catalog.type", catalog.type, f"must be one of {', '.join(CATALOG_TYPES)}")
+    if catalog.type == "hadoop" and catalog.warehouse and "://" not in catalog.warehouse:
+        base = path.resolve().parent
+        catalog = CatalogConfig(**{**catalog.__dict__, "warehouse": str((base / catalog.warehouse).resolve())})
+    defaults = raw.get("defaults") or {}
+    for prop, value in defaults.items():
+        if prop not in TABLE_SETTINGS:
+            raise ConfigError(None, f"defaults.{prop}", value, "unknown per-table setting")
+        try:
+            TABLE_SETTINGS[prop].parse(value)
+        except ValueError as exc:
+            raise ConfigError(None, f"defaults.{prop}", value, str(exc)) from None
+    cleaner = _section(raw, "cleaner", CleanerConfig, str(path))
+    if not isinstance(cleaner.threads, int) or cleaner.threads < 1:
+        raise ConfigError(None, "cleaner.threads", cleaner.threads, "must be a positive integer")
+    return LakecleanerConfig(
+        catalog=catalog,
+        spark=_section(raw, "spark", SparkConfig, str(path)),
+        cleaner=cleaner,
+        defaults={k: (",".join(v) if isinstance(v, list) else v) for k, v in defaults.items()},
+        source=str(path),
+    )

@@ -1,0 +1,505 @@
+"""One compaction run of one Iceberg table, on Spark: the log cleaner's two phases as set operations.
+
+Phase 1 (Kafka's offset map): read only the dirty part of the table (records past the checkpoint,
+pruned by Iceberg file statistics), find the run's range (old enough, within the budget, a prefix
+of each partition in offset order) and its keys. Phase 2 (Kafka's recopy): look those keys up in
+the clean part, rank every candidate by the table's strategy, and delete the losers, expired
+tombstones and bad records with one Iceberg MERGE. Nothing is held in driver memory but
+per-partition figures; joins and windows spill, so memory is bounded whatever the key count.
+
+The table is read at one pinned snapshot. The MERGE writes position deletes (merge-on-read), so
+clean data files are never rewritten and every record keeps the data file its append created: the
+commit time of that append is the record's exact append time (rule 3).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+import uuid
+from dataclasses import dataclass
+from functools import reduce
+from typing import Any
+
+from .config import (
+    CHECKPOINT_PROPERTY, ConfigError, LakecleanerConfig, TableConfig, is_compacted, resolve_table,
+)
+from .rules import (
+    QUARANTINE_NULL_KEY, QUARANTINE_NULL_OFFSET, QUARANTINE_NULL_PARTITION, REASON_EXPIRED_TOMBSTONE,
+    REASON_SUPERSEDED, Checkpoint, allot_budget,
+)
+
+IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+REASON_QUARANTINED = "quarantined"
+
+# Table properties the MERGE relies on. Merge-on-read keeps files (and append times) intact and
+# makes a run's writes proportional to what it removes; snapshot isolation lets appenders commit
+# while a run is in flight (the run only deletes rows it identified at its pinned snapshot).
+LAYOUT_PROPERTIES = {
+    "format-version": "2",
+    "write.delete.mode": "merge-on-read",
+    "write.merge.mode": "merge-on-read",
+    "write.update.mode": "merge-on-read",
+    "write.merge.isolation-level": "snapshot",
+}
+
+
+class CompactionError(RuntimeError):
+    """A run could not proceed. The message names the table and the reason; nothing was committed
+    unless the message says so."""
+
+    def __init__(self, table: str, problem: str):
+        self.table = table
+        super().__init__(f"table {table}: {problem}")
+
+
+@dataclass(frozen=True)
+class TableRef:
+    catalog: str
+    namespace: str
+    name: str
+
+    @classmethod
+    def parse(cls, table: str, default_catalog: str) -> "TableRef":
+        parts = table.split(".")
+        if len(parts) == 2:
+            parts = [default_catalog, *parts]
+        if len(parts) != 3 or not all(IDENT.match(p) for p in parts):
+            raise ConfigError(table, "table", table,
+                              "expected namespace.table or catalog.namespace.table, letters/digits/_ only")
+        if parts[0] != default_catalog:
+            raise ConfigError(table, "table", table, f"catalog {parts[0]!r} is not the configured {default_catalog!r}")
+        return cls(*parts)
+
+    @property
+    def short(self) -> str:
+        return f"{self.namespace}.{self.name}"
+
+    def sql(self, suffix: str = "") -> str:
+        name = self.name + suffix
+        return f"`{self.catalog}`.`{self.namespace}`.`{name}`"
+
+    def meta(self, metadata_table: str) -> str:
+        return f"{self.sql()}.`{metadata_table}`"
+
+
+def q(name: str) -> str:
+    return f"`{name}`"
+
+
+def load_table_config(spark, cfg: LakecleanerConfig, ref: TableRef) -> tuple[TableConfig, dict[str, str]]:
+    try:
+        props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {ref.sql()}").collect()}
+    except Exception as exc:  # noqa: BLE001 - any failure to load is reported with the table's name
+        raise CompactionError(ref.short, f"cannot load table: {_first_line(exc)}") from exc
+    if not is_compacted(props):
+        raise ConfigError(ref.short, "cleanup.policy", props.get("cleanup.policy"), "not a compacted table (needs compact)")
+    columns = {f.name: f.dataType.simpleString() for f in spark.table(ref.sql()).schema.fields}
+    return resolve_table(ref.short, props, columns, cfg.defaults), props
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
+
+
+def current_snapshot(spark, ref: TableRef) -> int | None:
+    rows = spark.sql(f"SELECT snapshot_id FROM {ref.meta('refs')} WHERE name = 'main'").collect()
+    return rows[0][0] if rows else None
+
+
+class _Frames:
+    """Column expressions for one table's roles, so every phase speaks of p, o, key, version."""
+
+    def __init__(self, tc: TableConfig):
+        from pyspark.sql import functions as F
+
+        self.tc = tc
+        self.p_raw = F.col(q(tc.partition_column)) if tc.partition_column else None
+        self.o_raw = F.col(q(tc.offset_column))
+        self.k_raw = [F.col(q(k)) for k in tc.key_columns]
+        self.p = (self.p_raw.cast("bigint") if self.p_raw is not None else F.lit(0).cast("bigint"))
+        self.o = self.o_raw.cast("bigint")
+        self.key = F.struct(*[c.alias(f"k{i}") for i, c in enumerate(self.k_raw)])
+        value_null = F.col(q(tc.value_column)).isNull() if tc.value_column else F.lit(False)
+        if tc.tombstone_column:  # KIP-87: the flag decides where present
+            self.tomb = F.coalesce(F.col(q(tc.tombstone_column)), value_null)
+            self.tomb_pushdown = F.col(q(tc.tombstone_column)) | (F.col(q(tc.tombstone_column)).isNull() & value_null)
+        else:
+            self.tomb = value_null
+            self.tomb_pushdown = value_null
+        self.version, self.has_version = self._version(F)
+        null_key = reduce(lambda a, b: a | b, [c.isNull() for c in self.k_raw])
+        bad = [(self.o_raw.isNull(), QUARANTINE_NULL_OFFSET)]
+        if self.p_raw is not None:
+            bad.append((self.p_raw.isNull(), QUARANTINE_NULL_PARTITION))
+        bad.append((null_key, QUARANTINE_NULL_KEY))
+        self.bad = reduce(lambda a, b: a | b, [c for c, _ in bad])
+        reason = F.lit(None).cast("string")
+        for cond, text in reversed(bad):
+            reason = F.when(cond, F.lit(text)).otherwise(reason)
+        self.bad_reason = reason
+        self.match = [("m_o", self.o_raw)] + ([("m_p", self.p_raw)] if self.p_raw is not None else []) + [
+            (f"m_k{i}", c) for i, c in enumerate(self.k_raw)]
+
+    def _version(self, F):
+        tc = self.tc
+        if tc.strategy == "offset":
+            return F.lit(0).cast("bigint"), F.lit(True)
+        if tc.strategy == "timestamp":
+            v = F.col(q(tc.timestamp_column))
+            return v, v.isNotNull()
+        if tc.strategy == "column":
+            v = F.col(q(tc.version_column))
+            return v, v.isNotNull()
+        # header: last occurrence of the exactly-named header, 8-byte big-endian signed long
+        matching = F.filter(F.col(q(tc.headers_column)), lambda h: h["key"] == F.lit(tc.version_header))
+        raw = F.try_element_at(matching, F.lit(-1))["value"]
+        valid = raw.isNotNull() & (F.length(raw) == 8)
+        unsigned = F.conv(F.hex(raw), 16, 10).cast("decimal(20,0)")
+        # two's complement by hand: Spark has no binary-to-long cast (constants too big for lit())
+        signed = F.when(unsigned >= F.expr(f"CAST('{2**63}' AS DECIMAL(20,0))"),
+                        unsigned - F.expr(f"CAST('{2**64}' AS DECIMAL(21,0))")).otherwise(unsigned)
+        return F.when(valid, signed.cast("bigint")), valid
+
+    def narrow(self, df, extra=()):
+        """The columns the rules need, plus the raw key/offset/partition values the MERGE matches on."""
+        return df.select(self.p.alias("p"), self.o.alias("o"), self.key.alias("key"), self.tomb.alias("tomb"),
+                         self.version.alias("ver"), self.has_version.alias("has_ver"),
+                         *[c.alias(n) for n, c in self.match], *extra)
+
+
+def _partition_pred(F, p_col, o_col, bounds: dict, op: str, unbounded_default: bool):
+    """OR over partitions of (p = X AND o <op> bound); partitions absent from bounds take the default."""
+    if not bounds:
+        return F.lit(unbounded_default)
+    if None in bounds:  # unpartitioned table
+        return o_col > F.lit(bounds[None]) if op == ">" else o_col <= F.lit(bounds[None])
+    terms = []
+    for p, bound in bounds.items():
+        cmp = o_col > F.lit(bound) if op == ">" else o_col <= F.lit(bound)
+        terms.append((p_col == F.lit(p)) & cmp)
+    pred = reduce(lambda a, b: a | b, terms)
+    if unbounded_default:
+        pred = pred | ~p_col.isin(list(bounds))
+    return pred
+
+
+def _small_df(spark, rows: dict, value_name: str):
+    return spark.createDataFrame([(int(k if k is not None else 0), int(v)) for k, v in rows.items()],
+                                 f"p bigint, {value_name} bigint")
+
+
+def compact_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None = None, dry_run: bool = False,
+                  run_id: str | None = None) -> dict[str, Any]:
+    """Run one compaction of ``table``; returns the run's statistics (also written to run history)."""
+    ref = TableRef.parse(table, cfg.catalog.name)
+    run_id = run_id or uuid.uuid4().hex[:12]
+    now_ms = int(now_ms if now_ms is not None else time.time() * 1000)
+    started = time.time()
+    stats: dict[str, Any] = {"table": ref.short, "run_id": run_id, "now_ms": now_ms, "dry_run": dry_run}
+    try:
+        stats.update(_compact(spark, cfg, ref, now_ms, dry_run, run_id))
+        stats["status"] = "dry_run" if dry_run else "committed"
+    except Exception as exc:  # noqa: BLE001 - record the failure, then fail loudly
+        stats.update(status="failed", error=str(exc) if isinstance(exc, (CompactionError, ConfigError))
+                     else f"table {ref.short}: {type(exc).__name__}: {_first_line(exc)}")
+        stats["duration_ms"] = int((time.time() - started) * 1000)
+        _record_history(spark, cfg, stats)
+        if isinstance(exc, (CompactionError, ConfigError)):
+            raise
+        raise CompactionError(ref.short, f"{type(exc).__name__}: {_first_line(exc)}") from exc
+    stats["duration_ms"] = int((time.time() - started) * 1000)
+    _record_history(spark, cfg, stats)
+    return stats
+
+
+def _fail_point(name: str) -> None:
+    """Crash injection for tests: LAKECLEANER_FAIL_AT=<name> makes the run die at that point."""
+    if os.environ.get("LAKECLEANER_FAIL_AT") == name:
+        raise RuntimeError(f"injected failure at {name}")
+
+
+def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run: bool, run_id: str) -> dict:
+    from pyspark import StorageLevel
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    tc, props = load_table_config(spark, cfg, ref)
+    result: dict[str, Any] = {"strategy": tc.strategy}
+    if not dry_run:
+        _ensure_layout(spark, ref, props)
+    snapshot = current_snapshot(spark, ref)
+    ckpt = Checkpoint.from_json(props.get(CHECKPOINT_PROPERTY))
+    zero = dict(records_read=0, records_kept=0, removed_superseded=0, removed_expired_tombstones=0, quarantined=0,
+                anomalous=0, dirty_records_in_run=0, bytes_read=0, bytes_written=0, files_rewritten=0,
+                delete_files_written=0, snapshot_id=snapshot, committed_snapshot_id=None,
+                checkpoint=_ckpt_summary(ckpt))
+    if snapshot is None:
+        return {**result, **zero}
+    fr = _Frames(tc)
+    unpartitioned = tc.partition_column is None
+    # Internally an unpartitioned table is partition 0; the checkpoint says None.
+    to_int = lambda d: {(0 if p is None else p): v for p, v in d.items()}  # noqa: E731
+    from_int = lambda d: {(None if unpartitioned else p): v for p, v in d.items()}  # noqa: E731
+    ckpt_offsets = ckpt.offsets if not unpartitioned else {None: ckpt.offsets[None]} if None in ckpt.offsets else {}
+
+    base = spark.read.option("snapshot-id", snapshot).table(ref.sql())
+    files = (spark.read.option("snapshot-id", snapshot).table(ref.meta("entries"))
+             .where("status < 2 AND data_file.content = 0")
+             .select(F.col("data_file.file_path").alias("_file"), "snapshot_id",
+                     F.col("data_file.file_size_in_bytes").alias("size"))
+             .join(spark.table(ref.meta("snapshots")).select("snapshot_id", F.expr("unix_millis(committed_at)").alias("at")),
+                   "snapshot_id", "left")
+             .select("_file", F.coalesce("at", F.lit(0)).alias("appended_at"), "size")).collect()
+    file_size = {_path(r["_file"]): r["size"] for r in files}
+    file_times = spark.createDataFrame([(r["_file"], r["appended_at"]) for r in files] or [("", 0)],
+                                       "_file string, appended_at bigint")
+    cutoff = now_ms - tc.min_compaction_lag_ms
+
+    # Rule 7: bad records, anywhere (Iceberg null counts prune files without any).
+    bad = base.where(fr.bad)
+    # Dirty part: past the checkpoint, pushed down to Iceberg so clean files are skipped.
+    dirty_pred = _partition_pred(F, fr.p_raw, fr.o_raw, ckpt_offsets, ">", True)
+    dirty_scan = base.where(dirty_pred & ~fr.bad)
+    dirty = (fr.narrow(dirty_scan.select("*", "_file"), extra=[F.col("_file")])
+             .join(F.broadcast(file_times), "_file", "left").drop("_file")
+             .withColumn("anom", ~F.col("has_ver") if tc.versioned else F.lit(False)))
+
+    # Rule 3: per partition, stop at the first record younger than the lag.
+    per_p = dirty.groupBy("p").agg(
+        F.min(F.when(F.coalesce("appended_at", F.lit(0)) > cutoff, F.col("o"))).alias("young_min"),
+        F.max("o").alias("max_o")).collect()
+    young_min = {r["p"]: r["young_min"] for r in per_p if r["young_min"] is not None}
+    log_end = {r["p"]: r["max_o"] for r in per_p}
+    eligible = dirty
+    if young_min:
+        eligible = dirty.join(F.broadcast(_small_df(spark, young_min, "young_min")), "p", "left").where(
+            F.col("young_min").isNull() | (F.col("o") < F.col("young_min"))).drop("young_min")
+    counts = {r["p"]: r["n"] for r in eligible.groupBy("p").agg(F.count("*").alias("n"),
+                                                                F.max("o").alias("end")).collect()}
+    share = allot_budget(counts, tc.max_records_per_run)
+    cut = {p: n for p, n in share.items() if n < counts[p]}
+    ends: dict = {}
+    if cut:
+        ranked = (eligible.where(F.col("p").isin(list(cut))).select("p", "o")
+                  .withColumn("rn", F.row_number().over(Window.partitionBy("p").orderBy("o"))))
+        cut_rows = ranked.join(F.broadcast(_small_df(spark, cut, "rn")), ["p", "rn"]).collect()
+        ends.update({r["p"]: r["o"] for r in cut_rows})
+    in_run = eligible
+    if cut:
+        in_run = eligible.join(F.broadcast(_small_df(spark, {p: ends[p] for p in cut}, "cut_end")), "p", "left").where(
+            F.col("cut_end").isNull() | (F.col("o") <= F.col("cut_end"))).drop("cut_end")
+    in_run = in_run.where(~F.col("p").isin([p for p, n in share.items() if n == 0]) if any(
+        n == 0 for n in share.values()) else F.lit(True)).drop("appended_at")
+    in_run = in_run.persist(StorageLevel.MEMORY_AND_DISK)
+    if any(p not in cut for p in share):
+        for r in in_run.groupBy("p").agg(F.max("o").alias("end")).collect():
+            ends.setdefault(r["p"], r["end"])
+    ends = {p: e for p, e in ends.items() if share.get(p, 0) > 0}
+
+    # Phase 2: the clean part, for the run's keys (and keys of records kept only as the log end).
+    clean_pred = ~dirty_pred & ~fr.bad if ckpt_offsets else F.lit(False)
+    clean_scan = base.where(clean_pred)
+    clean = fr.narrow(clean_scan)
+    run_keys = in_run.select("p", "key")
+    retained = to_int(ckpt.retained)
+    if retained:
+        retained_pred = reduce(lambda a, b: a | b, [(F.col("p") == p) & (F.col("o") == o) for p, o in retained.items()])
+        run_keys = run_keys.unionByName(clean.where(retained_pred).select("p", "key"))
+    run_keys = run_keys.distinct()
+    clean_cand = clean.join(run_keys, ["p", "key"], "left_semi")
+    expired_through = {}
+    for p in (ckpt_offsets or {}):
+        h = ckpt.expired_through(p, now_ms, tc.delete_retention_ms)
+        if h is not None:
+            expired_through[0 if p is None else p] = h
+    expired_pred = _partition_pred(F, F.col("p"), F.col("o"), expired_through, "<=", False)
+    # Clean tombstones past their horizon whose key has no candidates: winners by the clean-part
+    # invariant (one record per key), so they go without ranking.
+    expiry_only = (fr.narrow(base.where(clean_pred & fr.tomb_pushdown)).where(expired_pred)
+                   .join(run_keys, ["p", "key"], "left_anti")) if expired_through else None
+    # Log end of partitions with no dirty record (only needed where something there may go).
+    idle = set(retained) | set(expired_through)
+    idle -= set(log_end)
+    if idle and tc.retain_log_end_record:
+        for r in clean.where(F.col("p").isin(list(idle))).groupBy("p").agg(F.max("o").alias("m")).collect():
+            log_end[r["p"]] = r["m"]
+    log_end_df = F.broadcast(_small_df(spark, log_end or {0: -1}, "log_end"))
+
+    cands = (in_run.drop("anom").withColumn("in_run", F.lit(True))
+             .unionByName(clean_cand.withColumn("in_run", F.lit(False))))
+    w = Window.partitionBy("p", "key").orderBy(F.col("has_ver").desc(), F.col("ver").desc(), F.col("o").desc())
+    ranked = (cands.withColumn("rn", F.row_number().over(w)).withColumn("winner_o", F.first("o").over(w))
+              .join(log_end_df, "p", "left"))
+    protected = F.lit(tc.retain_log_end_record) & (F.col("o") == F.col("log_end"))
+    decided = ranked.select(
+        "p", "o", "in_run", *[n for n, _ in fr.match],
+        F.when((F.col("rn") > 1) & ~protected & (F.col("o") != F.col("winner_o")), F.lit(REASON_SUPERSEDED))
+        .when((F.col("rn") == 1) & F.col("tomb") & ~F.col("in_run") & expired_pred & ~protected,
+              F.lit(REASON_EXPIRED_TOMBSTONE)).alias("reason"),
+        ((F.col("rn") > 1) & protected).alias("retained"))
+    if expiry_only is not None:
+        decided = decided.unionByName(
+            expiry_only.join(log_end_df, "p", "left").select(
+                "p", "o", F.lit(False).alias("in_run"), *[n for n, _ in fr.match],
+                F.when(~protected, F.lit(REASON_EXPIRED_TOMBSTONE)).alias("reason"),
+                F.lit(False).alias("retained")))
+    decided = decided.persist(StorageLevel.MEMORY_AND_DISK)
+
+    figures = decided.agg(
+        F.count("*").alias("read"),
+        F.sum(F.when(F.col("reason") == REASON_SUPERSEDED, 1).otherwise(0)).alias("superseded"),
+        F.sum(F.when(F.col("reason") == REASON_EXPIRED_TOMBSTONE, 1).otherwise(0)).alias("expired")).collect()[0]
+    run_figures = in_run.agg(F.count("*").alias("n"), F.sum(F.col("anom").cast("int")).alias("anom")).collect()[0]
+    new_retained = {r["p"]: r["o"] for r in decided.where("retained").select("p", "o").collect()}
+    bad_rows = bad.select("*", fr.bad_reason.alias("quarantine_reason")).persist(StorageLevel.MEMORY_AND_DISK)
+    quarantined = bad_rows.count()
+    superseded, expired = int(figures["superseded"] or 0), int(figures["expired"] or 0)
+    read = int(figures["read"]) + quarantined
+    new_ckpt = ckpt.advanced(now_ms, from_int(ends), from_int(new_retained), tc.delete_retention_ms)
+    scanned = {_path(f) for df in (dirty_scan, clean_scan, bad) for f in df.inputFiles()}
+    bytes_read = sum(file_size.get(f, 0) for f in scanned)
+    result.update(
+        records_read=read, records_kept=read - superseded - expired - quarantined,
+        removed_superseded=superseded, removed_expired_tombstones=expired, quarantined=quarantined,
+        anomalous=int(run_figures["anom"] or 0), dirty_records_in_run=int(run_figures["n"]),
+        bytes_read=bytes_read, bytes_written=0, files_rewritten=0, delete_files_written=0,
+        snapshot_id=snapshot, committed_snapshot_id=None, checkpoint=_ckpt_summary(new_ckpt))
+    try:
+        if dry_run:
+            return result
+        _check_no_concurrent_cleaner(spark, ref, snapshot)
+        if quarantined:
+            _quarantine(spark, cfg, ref, bad_rows, run_id, now_ms)
+        _fail_point("after_quarantine")
+        removals = decided.where(F.col("reason").isNotNull()).select(*[n for n, _ in fr.match])
+        if quarantined:
+            removals = removals.unionByName(bad_rows.select(*[c.alias(n) for n, c in fr.match]))
+        if superseded + expired + quarantined:
+            view = f"lakecleaner_removals_{run_id}"
+            removals.createOrReplaceTempView(view)
+            on = " AND ".join(f"t.{q(col)} <=> r.{alias}" for alias, col in _match_columns(tc))
+            spark.sql(f"MERGE INTO {ref.sql()} t USING {view} r ON {on} WHEN MATCHED THEN DELETE")
+            spark.catalog.dropTempView(view)
+            committed = _committed_snapshot(spark, ref, snapshot)
+            if committed:
+                summary = committed["summary"]
+                result.update(committed_snapshot_id=committed["snapshot_id"],
+                              bytes_written=int(summary.get("added-files-size", 0)),
+                              files_rewritten=int(summary.get("deleted-data-files", 0)),
+                              delete_files_written=int(summary.get("added-delete-files", 0)))
+        _fail_point("after_merge")
+        if new_ckpt.to_json() != ckpt.to_json():
+            spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ('{CHECKPOINT_PROPERTY}' = '{new_ckpt.to_json()}')")
+        return result
+    finally:
+        in_run.unpersist()
+        decided.unpersist()
+        bad_rows.unpersist()
+
+
+def _path(uri: str) -> str:
+    """inputFiles() gives file: URIs where Iceberg metadata has plain paths; compare paths."""
+    from urllib.parse import unquote, urlparse
+
+    parsed = urlparse(uri)
+    return unquote(parsed.path) if parsed.scheme in ("file", "") else uri
+
+
+def _match_columns(tc: TableConfig) -> list[tuple[str, str]]:
+    cols = [("m_o", tc.offset_column)]
+    if tc.partition_column:
+        cols.append(("m_p", tc.partition_column))
+    cols += [(f"m_k{i}", k) for i, k in enumerate(tc.key_columns)]
+    return cols
+
+
+def _ckpt_summary(ckpt: Checkpoint) -> dict:
+    return {("-" if p is None else str(p)): o for p, o in sorted(ckpt.offsets.items(), key=lambda kv: str(kv[0]))}
+
+
+def _ensure_layout(spark, ref: TableRef, props: dict[str, str]) -> None:
+    """Set the write modes the MERGE relies on, where the table does not choose otherwise."""
+    missing = {k: v for k, v in LAYOUT_PROPERTIES.items() if k not in props}
+    if "format-version" in props and props["format-version"] == "1":
+        raise CompactionError(ref.short, "Iceberg format-version 1 has no row-level deletes; upgrade to 2")
+    missing.pop("format-version", None)
+    if missing:
+        assignments = ", ".join(f"'{k}' = '{v}'" for k, v in missing.items())
+        spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ({assignments})")
+
+
+def _check_no_concurrent_cleaner(spark, ref: TableRef, snapshot: int) -> None:
+    """Since the pinned snapshot, only appends may have happened; anything else (another cleaner, a
+    user's DELETE) means our decisions may be stale: stop before committing anything."""
+    rows = spark.sql(f"SELECT snapshot_id, parent_id, operation FROM {ref.meta('snapshots')}").collect()
+    by_id = {r["snapshot_id"]: r for r in rows}
+    node = current_snapshot(spark, ref)
+    while node is not None and node != snapshot:
+        row = by_id.get(node)
+        if row is None:
+            break
+        if row["operation"] != "append":
+            raise CompactionError(ref.short, f"table changed by a concurrent {row['operation']} (snapshot {node}) "
+                                             f"since snapshot {snapshot}; nothing committed, the next run starts over")
+        node = row["parent_id"]
+
+
+def _committed_snapshot(spark, ref: TableRef, since: int) -> dict | None:
+    """Our MERGE's snapshot: the non-append on the current lineage after the pinned one."""
+    rows = spark.sql(f"SELECT snapshot_id, parent_id, operation, summary FROM {ref.meta('snapshots')}").collect()
+    by_id = {r["snapshot_id"]: r for r in rows}
+    node = current_snapshot(spark, ref)
+    while node is not None and node != since and node in by_id:
+        row = by_id[node]
+        if row["operation"] != "append":
+            return {"snapshot_id": node, "summary": dict(row["summary"] or {})}
+        node = row["parent_id"]
+    return None
+
+
+def quarantine_table(cfg: LakecleanerConfig, ref: TableRef) -> TableRef:
+    return TableRef(ref.catalog, ref.namespace, ref.name + cfg.cleaner.quarantine_suffix)
+
+
+def _quarantine(spark, cfg: LakecleanerConfig, ref: TableRef, bad_rows, run_id: str, now_ms: int) -> None:
+    """Copy bad records to <table>__quarantine first; the MERGE removes them from the source after.
+    A crash in between leaves a duplicate in quarantine, never a loss."""
+    from pyspark.sql import functions as F
+
+    qref = quarantine_table(cfg, ref)
+    rows = bad_rows.withColumn("quarantine_run_id", F.lit(run_id)).withColumn(
+        "quarantined_at", F.lit(now_ms).cast("bigint"))
+    if not spark.catalog.tableExists(qref.sql().replace("`", "")):
+        rows.limit(0).writeTo(qref.sql()).using("iceberg").tableProperty("format-version", "2").createOrReplace()
+    rows.writeTo(qref.sql()).append()
+
+
+HISTORY_SCHEMA = (
+    "run_id string, table_name string, status string, error string, dry_run boolean, now_ms bigint, "
+    "started_at timestamp, strategy string, records_read bigint, records_kept bigint, removed_superseded bigint, "
+    "removed_expired_tombstones bigint, quarantined bigint, anomalous bigint, dirty_records_in_run bigint, "
+    "bytes_read bigint, bytes_written bigint, files_rewritten bigint, delete_files_written bigint, "
+    "duration_ms bigint, snapshot_id bigint, committed_snapshot_id bigint, checkpoint string"
+)
+
+
+def _record_history(spark, cfg: LakecleanerConfig, stats: dict) -> None:
+    """Append the run's figures to <catalog>.lakecleaner.run_history (the UI charts it)."""
+    import datetime as dt
+
+    from pyspark.sql.types import _parse_datatype_string
+
+    schema = _parse_datatype_string(HISTORY_SCHEMA)
+    row = {f.name: None for f in schema.fields}
+    row.update({k: v for k, v in stats.items() if k in row and k != "checkpoint"})
+    row["table_name"] = stats["table"]
+    row["started_at"] = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    row["checkpoint"] = json.dumps(stats.get("checkpoint")) if stats.get("checkpoint") is not None else None
+    try:
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{cfg.catalog.name}`.`{cfg.cleaner.meta_namespace}`")
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {cfg.history_table} ({HISTORY_SCHEMA}) USING iceberg")
+        spark.createDataFrame([tuple(row[f.name] for f in schema.fields)], schema).writeTo(cfg.history_table).append()
+    except Exception as exc:  # noqa: BLE001 - history is secondary; never hide the run's own outcome
+        print(f"lakecleaner: could not record run history for {stats['table']}: {_first_line(exc)}", flush=True)

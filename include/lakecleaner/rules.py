@@ -1,0 +1,169 @@
+"""The compaction rules that every caller shares: which record wins, what a tombstone is, how a
+run's budget is shared between partitions, and the cleaner checkpoint (how far each partition has
+been cleaned, and when, so that tombstone horizons can be computed).
+
+Pure Python on purpose: the reference model, the Spark job, the scheduler and the data-quality
+suites import these definitions instead of restating them.
+"""
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+# A partition id; None for tables without a partition column (the whole table is one log).
+Partition = int | None
+NO_PARTITION = "-"  # how None is written in checkpoint JSON
+
+REASON_SUPERSEDED = "superseded"
+REASON_EXPIRED_TOMBSTONE = "expired_tombstone"
+QUARANTINE_NULL_KEY = "null key"
+QUARANTINE_NULL_OFFSET = "null offset"
+QUARANTINE_NULL_PARTITION = "null partition"
+
+
+# ---------------------------------------------------------------- rule 1: which record wins
+def order_key(versioned: bool, offset: int, version) -> tuple:
+    """Sort key, highest wins. offset strategy: the offset. timestamp/header/column strategies:
+    a record with a version beats one without; then the higher version; ties by the higher offset."""
+    if not versioned:
+        return (offset,)
+    return (version is not None, version if version is not None else 0, offset)
+
+
+def decode_version_header(headers: Sequence[tuple[str, bytes | None]] | None, name: str) -> tuple[int | None, bool]:
+    """(version, anomalous) from Kafka-style headers. The last occurrence of the exactly-named header
+    counts; its value must be an 8-byte big-endian signed long (Kafka's LongSerializer). A missing or
+    malformed header gives no version and counts as anomalous (KIP-280: 'the other is anomalous')."""
+    value = None
+    found = False
+    for key, raw in headers or ():
+        if key == name:
+            value, found = raw, True
+    if not found or value is None or len(value) != 8:
+        return None, True
+    return struct.unpack(">q", bytes(value))[0], False
+
+
+def encode_version_header(version: int) -> bytes:
+    return struct.pack(">q", version)
+
+
+# ---------------------------------------------------------------- rule 2: tombstones (KIP-87)
+def is_tombstone(value_is_null: bool, flag: bool | None) -> bool:
+    """Where a tombstone flag is present (not null) it decides; otherwise a null value is a delete."""
+    return bool(flag) if flag is not None else value_is_null
+
+
+# ---------------------------------------------------------------- rule 3: the run's budget
+def allot_budget(eligible: Mapping[Partition, int], budget: int) -> dict[Partition, int]:
+    """Share ``budget`` dirty records between partitions, each taking a prefix of its eligible records
+    in offset order. Water-filling: every partition gets the same share r (or all it has), and what
+    is left goes one record each to the partitions in partition order. Deterministic."""
+    total = sum(eligible.values())
+    if total <= budget:
+        return dict(eligible)
+    parts = sorted(eligible, key=_partition_sort)
+    lo, hi = 0, max(eligible.values())
+    while lo < hi:  # largest r with sum(min(c, r)) <= budget
+        mid = (lo + hi + 1) // 2
+        if sum(min(c, mid) for c in eligible.values()) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    share = {p: min(eligible[p], lo) for p in parts}
+    left = budget - sum(share.values())
+    for p in parts:
+        if left == 0:
+            break
+        if eligible[p] > share[p]:
+            share[p] += 1
+            left -= 1
+    return share
+
+
+def _partition_sort(p: Partition) -> tuple:
+    return (p is not None, p if p is not None else 0)
+
+
+# ---------------------------------------------------------------- rule 8: the checkpoint
+@dataclass
+class Checkpoint:
+    """How far each partition has been cleaned, and the recent runs that moved it.
+
+    ``offsets[p]``: every record of p at or below this offset has been cleaned.
+    ``history``: (run time, offsets after that run), newest last, pruned to what tombstone horizons
+    still need: a tombstone at offset o was first cleaned by the earliest entry covering o.
+    ``retained``: per partition, the offset of a superseded record kept only because it was the log
+    end; the next run re-examines its key so it does not outlive its replacement.
+    """
+
+    offsets: dict[Partition, int] = field(default_factory=dict)
+    history: list[tuple[int, dict[Partition, int]]] = field(default_factory=list)
+    retained: dict[Partition, int] = field(default_factory=dict)
+
+    def cleaned_through(self, partition: Partition) -> int | None:
+        return self.offsets.get(partition)
+
+    def first_cleaned_at(self, partition: Partition, offset: int) -> int | None:
+        """When the record was first cleaned; None if not cleaned yet. A cleaned offset older than
+        the pruned history was cleaned before the oldest entry kept: return that entry's time."""
+        through = self.offsets.get(partition)
+        if through is None or offset > through:
+            return None
+        for at_ms, offsets in self.history:
+            if offsets.get(partition, -1) >= offset:
+                return at_ms
+        return self.history[0][0] if self.history else 0
+
+    def expired_through(self, partition: Partition, now_ms: int, delete_retention_ms: int) -> int | None:
+        """Tombstone horizon: the highest offset of ``partition`` whose first cleaning is more than
+        delete.retention.ms before now (strictly, so repeating a run at the same now is a no-op)."""
+        best = None
+        for at_ms, offsets in self.history:
+            if now_ms - at_ms > delete_retention_ms and partition in offsets:
+                best = offsets[partition] if best is None else max(best, offsets[partition])
+        return best
+
+    def advanced(self, now_ms: int, ends: Mapping[Partition, int], retained: Mapping[Partition, int],
+                 delete_retention_ms: int) -> "Checkpoint":
+        """The checkpoint after a run that cleaned each partition through ``ends``."""
+        offsets = dict(self.offsets)
+        moved = False
+        for p, end in ends.items():
+            if offsets.get(p) is None or end > offsets[p]:
+                offsets[p] = end
+                moved = True
+        history = list(self.history)
+        if moved:
+            history.append((now_ms, dict(offsets)))
+        # Keep entries a tombstone horizon may still need: everything newer than the retention
+        # window, plus the newest entry older than it (it bounds every offset cleaned before).
+        old = [i for i, (at, _) in enumerate(history) if now_ms - at > delete_retention_ms]
+        if old:
+            history = history[old[-1]:]
+        return Checkpoint(offsets=offsets, history=history, retained=dict(retained))
+
+    # JSON, stored as the table property lakecleaner.checkpoint
+    def to_json(self) -> str:
+        enc = lambda d: {(NO_PARTITION if p is None else str(p)): v for p, v in d.items()}  # noqa: E731
+        return json.dumps(
+            {"offsets": enc(self.offsets), "history": [[at, enc(o)] for at, o in self.history],
+             "retained": enc(self.retained)},
+            separators=(",", ":"), sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str | None) -> "Checkpoint":
+        if not text:
+            return cls()
+        data = json.loads(text)
+        dec = lambda d: {(None if p == NO_PARTITION else int(p)): int(v) for p, v in d.items()}  # noqa: E731
+        return cls(offsets=dec(data.get("offsets", {})),
+                   history=[(int(at), dec(o)) for at, o in data.get("history", [])],
+                   retained=dec(data.get("retained", {})))
+
+
+def partitions_of(values: Iterable[Partition]) -> list[Partition]:
+    return sorted(set(values), key=_partition_sort)

@@ -1,0 +1,78 @@
+"""Building a SparkSession (or spark-submit arguments) for the configured catalog.
+
+The Iceberg runtime jar is found at run time inside the pinned PyPI package; a deployment that
+reaches Maven sets ``spark.iceberg_runtime`` to a coordinate instead (spark.jars.packages).
+"""
+from __future__ import annotations
+
+import glob
+import os
+import zipfile
+from pathlib import Path
+
+from .config import LakecleanerConfig
+
+RUNTIME_PACKAGE = "snowpark_connect_deps_iceberg"
+RUNTIME_GLOB = "iceberg-spark-runtime-3.5_2.12-*.jar"
+EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+
+
+class RuntimeJarNotFound(RuntimeError):
+    pass
+
+
+def iceberg_runtime_jar() -> str:
+    try:
+        import snowpark_connect_deps_iceberg as pkg
+    except ImportError:
+        raise RuntimeJarNotFound(
+            f"{RUNTIME_PACKAGE} is not installed: pip install snowpark-connect-deps-iceberg==1.0.2, "
+            "or set spark.iceberg_runtime to a Maven coordinate"
+        ) from None
+    jars = sorted(glob.glob(os.path.join(os.path.dirname(pkg.__file__), "jars", RUNTIME_GLOB)))
+    if not jars:
+        raise RuntimeJarNotFound(f"no {RUNTIME_GLOB} inside {pkg.__file__}")
+    return jars[-1]
+
+
+def spark_conf(cfg: LakecleanerConfig) -> dict[str, str]:
+    conf = {
+        "spark.sql.extensions": EXTENSIONS,
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "8",
+        "spark.driver.memory": cfg.spark.driver_memory,
+    }
+    if cfg.spark.iceberg_runtime == "auto":
+        conf["spark.jars"] = iceberg_runtime_jar()
+    else:
+        conf["spark.jars.packages"] = cfg.spark.iceberg_runtime
+    conf.update(cfg.catalog.spark_conf())
+    conf.update({k: str(v) for k, v in cfg.spark.conf.items()})
+    return conf
+
+
+def get_spark(cfg: LakecleanerConfig, app_name: str = "lakecleaner", set_master: bool = True):
+    """A SparkSession for in-process use (tests, the demo). Under spark-submit, the master and jars
+    come from the submit command line, so the job passes set_master=False."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    if set_master:
+        builder = builder.master(cfg.spark.master)
+    for key, value in spark_conf(cfg).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def package_zip(dest_dir: str | os.PathLike) -> str:
+    """Zip the installed lakecleaner package for --py-files, so executors run the same code."""
+    src = Path(__file__).resolve().parent
+    dest = Path(dest_dir) / "lakecleaner.zip"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(src.rglob("*.py")):
+            zf.write(path, Path("lakecleaner") / path.relative_to(src))
+    return str(dest)
