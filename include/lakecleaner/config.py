@@ -324,7 +324,7 @@ def _section(raw: Mapping[str, Any], name: str, cls: type, source: str) -> Any:
 
 def load_config(path: str | os.PathLike | None = None) -> LakecleanerConfig:
     """Load the YAML config: explicit path, else $LAKECLEANER_CONFIG, else include/lakecleaner.yaml.
-    Relative warehouse paths are resolved against the config file's directory's parent (the repo)."""
+    A relative warehouse path of a hadoop catalog is resolved against the config file's directory."""
     path = Path(path or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_PATH)
     if not path.exists():
         raise ConfigError(None, CONFIG_ENV, str(path), "config file not found")
@@ -341,6 +341,10 @@ def load_config(path: str | os.PathLike | None = None) -> LakecleanerConfig:
         base = path.resolve().parent
         catalog = CatalogConfig(**{**catalog.__dict__, "warehouse": str((base / catalog.warehouse).resolve())})
     defaults = raw.get("defaults") or {}
+    if not isinstance(defaults, Mapping):
+        raise ConfigError(None, "defaults", defaults, f"must be a mapping (in {path})")
+    # A YAML list (e.g. compaction.key.columns: [id, region]) is the comma list; validate that form.
+    defaults = {k: (",".join(str(x) for x in v) if isinstance(v, list) else v) for k, v in defaults.items()}
     for prop, value in defaults.items():
         if prop not in TABLE_SETTINGS:
             raise ConfigError(None, f"defaults.{prop}", value, "unknown per-table setting")
@@ -349,12 +353,12 @@ def load_config(path: str | os.PathLike | None = None) -> LakecleanerConfig:
         except ValueError as exc:
             raise ConfigError(None, f"defaults.{prop}", value, str(exc)) from None
     cleaner = _section(raw, "cleaner", CleanerConfig, str(path))
-    if not isinstance(cleaner.threads, int) or cleaner.threads < 1:
+    if not isinstance(cleaner.threads, int) or isinstance(cleaner.threads, bool) or cleaner.threads < 1:
         raise ConfigError(None, "cleaner.threads", cleaner.threads, "must be a positive integer")
     return LakecleanerConfig(
         catalog=catalog,
         spark=_section(raw, "spark", SparkConfig, str(path)),
         cleaner=cleaner,
-        defaults={k: (",".join(v) if isinstance(v, list) else v) for k, v in defaults.items()},
+        defaults=defaults,
         source=str(path),
     )

@@ -1,0 +1,99 @@
+"""The ``lakecleaner`` command."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from .config import ConfigError, load_config
+
+RESULT_MARKER = "LAKECLEANER_RESULT "
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def jobs_dir() -> Path:
+    return Path(os.environ.get("LAKECLEANER_JOBS_DIR") or REPO_ROOT / "jobs")
+
+
+def spark_submit_binary() -> str:
+    import pyspark
+
+    return str(Path(pyspark.__file__).parent / "bin" / "spark-submit")
+
+
+def submit_command(cfg, config_path: str, job: str, job_args: list[str], workdir: str) -> list[str]:
+    """spark-submit for one of the jobs/ applications, shipping the package with --py-files."""
+    from .spark import package_zip, spark_conf
+
+    conf = spark_conf(cfg)
+    cmd = [spark_submit_binary(), "--master", cfg.spark.master, "--name", f"lakecleaner-{Path(job).stem}",
+           "--py-files", package_zip(workdir)]
+    for key in ("spark.jars", "spark.jars.packages"):
+        if key in conf:
+            cmd += ["--jars" if key == "spark.jars" else "--packages", conf.pop(key)]
+    cmd += ["--driver-memory", conf.pop("spark.driver.memory")]
+    for key, value in conf.items():
+        cmd += ["--conf", f"{key}={value}"]
+    return cmd + [str(jobs_dir() / job), "--config", config_path, *job_args]
+
+
+def run_job(cfg, config_path: str, job: str, job_args: list[str]) -> tuple[int, dict | None, str]:
+    """Submit a job; return (exit code, its result JSON, its stderr tail)."""
+    with tempfile.TemporaryDirectory(prefix="lakecleaner-submit-") as workdir:
+        cmd = submit_command(cfg, config_path, job, job_args, workdir)
+        proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    result = None
+    for line in proc.stdout.splitlines():
+        if line.startswith(RESULT_MARKER):
+            result = json.loads(line[len(RESULT_MARKER):])
+    return proc.returncode, result, "\n".join(proc.stderr.splitlines()[-30:])
+
+
+def cmd_compact(args) -> int:
+    cfg = load_config(args.config)
+    job_args = [args.table] + (["--now-ms", str(args.now_ms)] if args.now_ms is not None else []) + (
+        ["--dry-run"] if args.dry_run else [])
+    code, result, stderr = run_job(cfg, cfg.source, "compact.py", job_args)
+    if result is None:
+        result = {"table": args.table, "status": "failed",
+                  "error": f"table {args.table}: the Spark job died without a result (exit {code}): {stderr[-2000:]}"}
+        code = code or 1
+    print(json.dumps(result, sort_keys=True))
+    return code
+
+
+def cmd_demo(args) -> int:
+    from .demo import main as demo_main
+
+    return demo_main(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="lakecleaner", description=__doc__)
+    parser.add_argument("--config", help="YAML config (default: $LAKECLEANER_CONFIG or include/lakecleaner.yaml)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("compact", help="compact one table with a Spark job; prints one JSON line of statistics")
+    p.add_argument("table", help="namespace.table (in the configured catalog)")
+    p.add_argument("--now-ms", type=int, help="the run's 'now' in epoch ms (default: the wall clock)")
+    p.add_argument("--dry-run", action="store_true", help="compute the same figures, commit nothing")
+    p.set_defaults(func=cmd_compact)
+    p = sub.add_parser("demo", help="build the embedded demo lakehouse, compact every table, check the rules")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--keep", action="store_true", help="keep the existing demo tables instead of rebuilding")
+    p.set_defaults(func=cmd_demo)
+    args = parser.parse_args(argv)
+    if args.config:
+        os.environ["LAKECLEANER_CONFIG"] = str(Path(args.config).resolve())
+    try:
+        return args.func(args)
+    except ConfigError as exc:
+        print(f"lakecleaner: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""The Spark job against the reference model, on generated logs.
+
+Each example builds a real Iceberg table, appends batches (each batch one snapshot, so each has its
+own append time), and runs the job several times with appends in between: small budgets
+(compaction.max.records.per.run), lag boundaries on both sides, and tombstone horizons passing.
+After every run the surviving records, the removal figures and the checkpoint must be exactly
+what the model says.
+"""
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lakecleaner.config import CHECKPOINT_PROPERTY
+from lakecleaner.engine import TableRef, compact_table
+from lakecleaner.model import compact
+from lakecleaner.rules import Checkpoint, encode_version_header
+from lakecleaner.tables import KAFKA_SCHEMA, append, create_compacted_table, read_model_records
+
+pytestmark = pytest.mark.spark
+SCHEMA = KAFKA_SCHEMA + ", `ver` bigint"
+SCHEMA_UNPARTITIONED = SCHEMA.replace("`partition` int, ", "")  # the whole table is one log
+
+header_value = st.one_of(
+    st.integers(-3, 3).map(encode_version_header),
+    st.just(encode_version_header(2**63 - 1)),
+    st.just(encode_version_header(-(2**63))),
+    st.binary(min_size=0, max_size=9).filter(lambda b: len(b) != 8),  # malformed
+)
+headers = st.one_of(
+    st.none(),
+    st.lists(st.tuples(st.sampled_from(["v", "V", "other"]), header_value), max_size=3),
+)
+record = st.fixed_dictionaries({
+    "key": st.sampled_from(["a", "b", "c", "d", None, "a", "b"]),  # None: a keyless row
+    "partition": st.integers(0, 1),
+    "timestamp": st.one_of(st.none(), st.integers(0, 3)),
+    "headers": headers,
+    "tombstone": st.sampled_from([None, True, False]),
+    "value": st.sampled_from([None, "x", "y"]),
+    "ver": st.one_of(st.none(), st.integers(0, 3)),
+})
+
+
+@st.composite
+def scenario(draw):
+    strategy = draw(st.sampled_from(["offset", "timestamp", "header", "column"]))
+    props = {
+        "compaction.strategy": strategy,
+        "compaction.strategy.header": "v" if strategy == "header" else "",
+        "compaction.strategy.column": "ver" if strategy == "column" else "",
+        "compaction.max.records.per.run": draw(st.sampled_from([1, 2, 3, 5, 1000])),
+        "compaction.retain.log.end.record": draw(st.sampled_from(["true", "false"])),
+        "delete.retention.ms": draw(st.sampled_from([0, 1, 10_000_000])),
+        "min.compaction.lag.ms": draw(st.sampled_from([0, 10_000_000])),
+    }
+    partitioned = draw(st.booleans())
+    batches = draw(st.lists(st.lists(record, min_size=1, max_size=6), min_size=1, max_size=3))
+    # After which batch each run happens, and where its "now" falls against the lag boundary.
+    runs = draw(st.lists(st.tuples(st.integers(0, len(batches) - 1), st.sampled_from([-1, 0, 1, 50_000_000])),
+                         min_size=1, max_size=3))
+    return props, partitioned, batches, sorted(runs)
+
+
+def _append_batch(spark, ref, batch, next_offset, partitioned):
+    rows = []
+    for rec in batch:
+        p = rec["partition"] if partitioned else 0
+        rows.append({**rec, "partition": p, "offset": next_offset[p],
+                     "headers": [{"key": k, "value": v} for k, v in rec["headers"]] if rec["headers"] is not None else None})
+        next_offset[p] += 1
+    append(spark, ref, rows, SCHEMA if partitioned else SCHEMA_UNPARTITIONED)
+
+
+def _survivor_ids(spark, ref, partitioned):
+    if not partitioned:
+        return sorted((None, r["offset"]) for r in spark.table(ref.sql()).select("offset").collect())
+    return sorted((r["partition"], r["offset"]) for r in spark.table(ref.sql()).select("partition", "offset").collect())
+
+
+@settings(max_examples=14, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(scenario())
+def test_spark_job_matches_reference_model(spark, lake_config, scenario):
+    props, partitioned, batches, runs = scenario
+    table = f"t.model_{abs(hash((str(props), partitioned, str(batches), str(runs)))) % 10**9}"
+    ref = create_compacted_table(spark, lake_config, table, props,
+                                 schema=SCHEMA if partitioned else SCHEMA_UNPARTITIONED,
+                                 partition_by="partition" if partitioned else None)
+    next_offset = {0: 0, 1: 0}
+    appended = 0
+    model_ckpt = Checkpoint()
+    last_now = 0
+    lag = int(props["min.compaction.lag.ms"])
+    retention = int(props["delete.retention.ms"])
+    for after_batch, delta in runs + [(len(batches) - 1, 2 * retention + lag + 1)]:
+        while appended <= after_batch:
+            _append_batch(spark, ref, batches[appended], next_offset, partitioned)
+            appended += 1
+        records, tc = read_model_records(spark, lake_config, table)
+        assert (tc.partition_column is not None) == partitioned
+        times = sorted({r.appended_at_ms for r in records})
+        now = max(last_now, (times[-1] if times else 0) + lag + delta)
+        last_now = now
+        expected = compact(records, model_ckpt, tc, now)
+        stats = compact_table(spark, lake_config, table, now_ms=now)
+        survivors = sorted(r.id for r in expected.survivors(records))
+        actual_ids = _survivor_ids(spark, ref, partitioned)
+        context = f"props={props} partitioned={partitioned} now={now} stats={stats} model={expected.stats}"
+        assert actual_ids == survivors, context
+        for figure in ("removed_superseded", "removed_expired_tombstones", "quarantined", "anomalous",
+                       "dirty_records_in_run", "records_read", "records_kept"):
+            assert stats[figure] == expected.stats[figure], f"{figure}: {context}"
+        stored = spark.sql(f"SHOW TBLPROPERTIES {ref.sql()}").where(f"key = '{CHECKPOINT_PROPERTY}'").collect()
+        stored_ckpt = Checkpoint.from_json(stored[0]["value"] if stored else None)
+        assert stored_ckpt.to_json() == expected.checkpoint.to_json(), context
+        model_ckpt = expected.checkpoint
+    spark.sql(f"DROP TABLE IF EXISTS {ref.sql()} PURGE")
+    spark.sql(f"DROP TABLE IF EXISTS {TableRef.parse(table + '__quarantine', 'lake').sql()} PURGE")

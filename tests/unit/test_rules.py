@@ -1,0 +1,522 @@
+"""Unit tests for lakecleaner.rules: which record wins, tombstones, the run budget, the checkpoint.
+
+Pure Python: no Spark, no Airflow.
+"""
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lakecleaner.rules import (
+    NO_PARTITION,
+    Checkpoint,
+    allot_budget,
+    decode_version_header,
+    encode_version_header,
+    is_tombstone,
+    order_key,
+    partitions_of,
+)
+
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+FAST = settings(max_examples=50, deadline=None, database=None)  # keep the file well under a second
+
+
+def winner(versioned: bool, records: list[tuple[int, object]]) -> tuple[int, object]:
+    """The (offset, version) record that wins among ``records``."""
+    return max(records, key=lambda r: order_key(versioned, r[0], r[1]))
+
+
+# ================================================================ order_key
+def test_offset_strategy_orders_by_offset_only():
+    assert order_key(False, 7, None) == (7,)
+    assert order_key(False, 7, 123) == (7,)
+    # the version is ignored: the higher offset wins even with a lower (or no) version
+    assert winner(False, [(1, 100), (2, 1)]) == (2, 1)
+    assert winner(False, [(1, 100), (2, None)]) == (2, None)
+
+
+def test_versioned_record_with_a_version_beats_one_without():
+    assert winner(True, [(10, None), (1, 5)]) == (1, 5)
+    assert winner(True, [(10, None), (1, -100)]) == (1, -100)  # even a negative version
+    assert winner(True, [(10, None), (1, 0)]) == (1, 0)  # version 0 is a version
+    assert order_key(True, 10, None) < order_key(True, 1, LONG_MIN)
+
+
+def test_versioned_higher_version_wins_regardless_of_offset():
+    assert winner(True, [(1, 20), (9, 10), (5, 15)]) == (1, 20)
+    assert winner(True, [(1, -1), (9, -2)]) == (1, -1)
+
+
+def test_versioned_equal_versions_tie_break_on_higher_offset():
+    assert winner(True, [(3, 7), (8, 7), (5, 7)]) == (8, 7)
+
+
+def test_versioned_neither_has_a_version_higher_offset_wins():
+    assert winner(True, [(3, None), (8, None), (5, None)]) == (8, None)
+
+
+def test_versioned_order_key_shape():
+    assert order_key(True, 4, 9) == (True, 9, 4)
+    assert order_key(True, 4, None) == (False, 0, 4)
+
+
+@FAST
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.one_of(st.none(), st.integers(LONG_MIN, LONG_MAX))),
+                min_size=1, max_size=20, unique_by=lambda r: r[0]))
+def test_versioned_winner_matches_the_rule(records):
+    offset, version = winner(True, records)
+    with_version = [r for r in records if r[1] is not None]
+    if with_version:
+        best = max(v for _, v in with_version)
+        assert version == best
+        assert offset == max(o for o, v in with_version if v == best)
+    else:
+        assert (offset, version) == (max(o for o, _ in records), None)
+
+
+# ================================================================ decode_version_header
+def enc(v: int) -> bytes:
+    return struct.pack(">q", v)
+
+
+def test_decode_single_header():
+    assert decode_version_header([("version", enc(42))], "version") == (42, False)
+
+
+def test_decode_last_occurrence_wins():
+    headers = [("version", enc(1)), ("other", enc(99)), ("version", enc(2)), ("x", b"")]
+    assert decode_version_header(headers, "version") == (2, False)
+
+
+def test_decode_last_occurrence_wins_even_when_malformed():
+    assert decode_version_header([("version", enc(1)), ("version", b"\x01")], "version") == (None, True)
+    assert decode_version_header([("version", enc(1)), ("version", None)], "version") == (None, True)
+    assert decode_version_header([("version", b"\x01"), ("version", enc(3))], "version") == (3, False)
+
+
+@pytest.mark.parametrize("key", ["Version", "VERSION", "version ", " version", "versions", "ver"])
+def test_decode_exact_name_match_only(key):
+    assert decode_version_header([(key, enc(5))], "version") == (None, True)
+
+
+def test_decode_is_case_sensitive_both_ways():
+    headers = [("Version", enc(1)), ("version", enc(2))]
+    assert decode_version_header(headers, "Version") == (1, False)
+    assert decode_version_header(headers, "version") == (2, False)
+
+
+@pytest.mark.parametrize("value", [0, 1, -1, 255, 256, -256, 2**31, -(2**31) - 1, 2**56, LONG_MIN, LONG_MAX,
+                                   LONG_MIN + 1, LONG_MAX - 1])
+def test_decode_big_endian_signed_long(value):
+    raw = struct.pack(">q", value)
+    assert decode_version_header([("v", raw)], "v") == (value, False)
+    assert encode_version_header(value) == raw
+
+
+def test_decode_is_big_endian_and_signed_on_raw_bytes():
+    assert decode_version_header([("v", b"\x00" * 7 + b"\x01")], "v") == (1, False)
+    assert decode_version_header([("v", b"\x01" + b"\x00" * 7)], "v") == (2**56, False)
+    assert decode_version_header([("v", b"\xff" * 8)], "v") == (-1, False)
+    assert decode_version_header([("v", b"\x80" + b"\x00" * 7)], "v") == (LONG_MIN, False)
+    assert decode_version_header([("v", b"\x7f" + b"\xff" * 7)], "v") == (LONG_MAX, False)
+
+
+def test_decode_accepts_bytearray_and_memoryview():
+    # Spark hands binary values to Python as bytearray
+    assert decode_version_header([("v", bytearray(enc(-7)))], "v") == (-7, False)
+    assert decode_version_header([("v", memoryview(enc(9)))], "v") == (9, False)
+
+
+@pytest.mark.parametrize("raw", [b"", b"\x01", b"\x00" * 4, b"\x00" * 7, b"\x00" * 9, b"\x00" * 16,
+                                 b"12345678x"])
+def test_decode_wrong_length_is_anomalous(raw):
+    assert decode_version_header([("v", raw)], "v") == (None, True)
+
+
+def test_decode_null_value_is_anomalous():
+    assert decode_version_header([("v", None)], "v") == (None, True)
+
+
+@pytest.mark.parametrize("headers", [None, [], (), [("other", enc(1))]])
+def test_decode_missing_header_is_anomalous(headers):
+    assert decode_version_header(headers, "v") == (None, True)
+
+
+@FAST
+@given(st.integers(LONG_MIN, LONG_MAX))
+def test_encode_decode_round_trip(value):
+    assert decode_version_header([("v", encode_version_header(value))], "v") == (value, False)
+
+
+@pytest.mark.parametrize("value", [LONG_MAX + 1, LONG_MIN - 1])
+def test_encode_out_of_range_raises(value):
+    with pytest.raises(struct.error):
+        encode_version_header(value)
+
+
+# ================================================================ is_tombstone (KIP-87)
+@pytest.mark.parametrize("value_is_null,flag,expected", [
+    (True, True, True),      # flag decides
+    (False, True, True),     # flag decides: a tombstone may carry a value
+    (True, False, False),    # flag decides: a null value with flag False is NOT a tombstone
+    (False, False, False),
+    (True, None, True),      # no flag: a null value is a delete
+    (False, None, False),
+])
+def test_is_tombstone_truth_table(value_is_null, flag, expected):
+    assert is_tombstone(value_is_null, flag) is expected
+
+
+# ================================================================ allot_budget
+def test_under_budget_returns_everything():
+    eligible = {0: 3, 1: 4, None: 2}
+    share = allot_budget(eligible, 100)
+    assert share == eligible
+    share[0] = 0
+    assert eligible[0] == 3  # a copy
+
+
+def test_exactly_at_budget_returns_everything():
+    assert allot_budget({0: 3, 1: 4}, 7) == {0: 3, 1: 4}
+
+
+def test_empty():
+    assert allot_budget({}, 10) == {}
+    assert allot_budget({}, 0) == {}
+
+
+def test_water_filling_small_partitions_take_all_big_ones_share():
+    # r = 6: 6 + 2 + 6 = 14 <= 15, r = 7 would be 16; one left goes to the first unexhausted partition
+    assert allot_budget({0: 10, 1: 2, 2: 10}, 15) == {0: 7, 1: 2, 2: 6}
+
+
+def test_water_filling_equal_shares():
+    assert allot_budget({0: 100, 1: 100, 2: 100, 3: 100}, 40) == {0: 10, 1: 10, 2: 10, 3: 10}
+
+
+def test_remainder_goes_in_partition_order_not_insertion_order():
+    assert allot_budget({2: 5, 0: 5, 1: 5}, 5) == {0: 2, 1: 2, 2: 1}
+    assert allot_budget({10: 9, -1: 9, 3: 9}, 4) == {-1: 2, 3: 1, 10: 1}
+
+
+def test_remainder_skips_exhausted_partitions():
+    # r = 1 (1 + 1 + 1 = 3 <= 4, r = 2 gives 5), partition 0 has nothing more, so 1 gets the extra one
+    assert allot_budget({0: 1, 1: 5, 2: 5}, 4) == {0: 1, 1: 2, 2: 1}
+
+
+def test_none_partition_sorts_first():
+    assert allot_budget({1: 5, None: 5, 0: 5}, 4) == {None: 2, 0: 1, 1: 1}
+
+
+def test_single_none_partition():
+    assert allot_budget({None: 100}, 10) == {None: 10}
+
+
+def test_zero_budget():
+    assert allot_budget({0: 5, None: 3}, 0) == {0: 0, None: 0}
+
+
+def test_partitions_with_nothing_eligible_get_nothing():
+    assert allot_budget({0: 0, 1: 10, 2: 0}, 3) == {0: 0, 1: 3, 2: 0}
+
+
+def test_result_does_not_depend_on_dict_order():
+    a = allot_budget({0: 7, 1: 3, 2: 9, None: 4}, 13)
+    b = allot_budget({None: 4, 2: 9, 1: 3, 0: 7}, 13)
+    assert a == b
+    assert list(a) == [None, 0, 1, 2]  # keyed in partition order when over budget
+
+
+def _order(p):
+    return (p is not None, p if p is not None else 0)
+
+
+eligible_maps = st.dictionaries(st.one_of(st.none(), st.integers(-3, 40)), st.integers(0, 300), max_size=12)
+
+
+@FAST
+@given(eligible_maps, st.integers(0, 3000))
+def test_allot_budget_invariants(eligible, budget):
+    share = allot_budget(eligible, budget)
+    total = sum(eligible.values())
+    assert set(share) == set(eligible)
+    assert sum(share.values()) == min(total, budget)  # never exceeds the budget, never wastes it
+    for p, s in share.items():
+        assert 0 <= s <= eligible[p]
+    open_ = [p for p in share if share[p] < eligible[p]]  # not exhausted
+    if open_:
+        shares = [share[p] for p in open_]
+        assert max(shares) - min(shares) <= 1
+        # water-filling: nobody got more than one above any partition that still wanted more
+        assert max(share.values()) <= min(shares) + 1
+        # the remainder went in partition order: among the unexhausted, shares never increase
+        ordered = [share[p] for p in sorted(open_, key=_order)]
+        assert ordered == sorted(ordered, reverse=True)
+
+
+@FAST
+@given(eligible_maps, st.integers(0, 3000), st.randoms(use_true_random=False))
+def test_allot_budget_is_deterministic(eligible, budget, rnd):
+    items = list(eligible.items())
+    rnd.shuffle(items)
+    assert allot_budget(dict(items), budget) == allot_budget(eligible, budget)
+
+
+def test_partitions_of():
+    assert partitions_of([3, None, 1, 3, 0, None]) == [None, 0, 1, 3]
+    assert partitions_of([]) == []
+
+
+# ================================================================ Checkpoint: JSON
+def test_empty_checkpoint_from_missing_json():
+    assert Checkpoint.from_json(None) == Checkpoint()
+    assert Checkpoint.from_json("") == Checkpoint()
+    assert Checkpoint.from_json("{}") == Checkpoint()
+
+
+def test_json_round_trip_with_none_partition():
+    ck = Checkpoint(
+        offsets={None: 10, 0: 5, 3: 7},
+        history=[(1000, {None: 4, 0: 5}), (2000, {None: 10, 0: 5, 3: 7})],
+        retained={None: 10, 3: 7},
+    )
+    text = ck.to_json()
+    data = json.loads(text)
+    assert data["offsets"] == {NO_PARTITION: 10, "0": 5, "3": 7}
+    assert data["history"] == [[1000, {NO_PARTITION: 4, "0": 5}], [2000, {NO_PARTITION: 10, "0": 5, "3": 7}]]
+    assert data["retained"] == {NO_PARTITION: 10, "3": 7}
+    back = Checkpoint.from_json(text)
+    assert back == ck
+    assert None in back.offsets and 0 in back.offsets and "0" not in back.offsets
+    assert back.to_json() == text
+
+
+def test_json_is_compact_and_deterministic():
+    a = Checkpoint(offsets={1: 1, 0: 0, None: 2})
+    b = Checkpoint(offsets={None: 2, 0: 0, 1: 1})
+    assert a.to_json() == b.to_json()
+    assert " " not in a.to_json()
+
+
+partition_st = st.one_of(st.none(), st.integers(-5, 1000))
+offsets_st = st.dictionaries(partition_st, st.integers(0, 2**62), max_size=6)
+
+
+@FAST
+@given(offsets_st, st.lists(st.tuples(st.integers(0, 2**50), offsets_st), max_size=5), offsets_st)
+def test_json_round_trip_property(offsets, history, retained):
+    ck = Checkpoint(offsets=offsets, history=history, retained=retained)
+    assert Checkpoint.from_json(ck.to_json()) == ck
+
+
+# ================================================================ Checkpoint: advanced
+DAY = 86_400_000
+
+
+def test_first_run():
+    ck = Checkpoint().advanced(1000, {0: 10, None: 5}, {0: 10}, DAY)
+    assert ck.offsets == {0: 10, None: 5}
+    assert ck.history == [(1000, {0: 10, None: 5})]
+    assert ck.retained == {0: 10}
+    assert ck.cleaned_through(0) == 10 and ck.cleaned_through(None) == 5 and ck.cleaned_through(1) is None
+
+
+def test_advanced_does_not_mutate_the_original():
+    ck = Checkpoint(offsets={0: 5}, history=[(1, {0: 5})], retained={0: 5})
+    new = ck.advanced(2, {0: 9}, {}, DAY)
+    assert ck == Checkpoint(offsets={0: 5}, history=[(1, {0: 5})], retained={0: 5})
+    assert new.offsets == {0: 9}
+    new.history[-1][1][0] = 999
+    assert new.offsets == {0: 9}  # history entries are snapshots, not the live dict
+
+
+def test_offsets_only_move_forward():
+    ck = Checkpoint().advanced(1000, {0: 10, 1: 10}, {}, DAY)
+    after = ck.advanced(2000, {0: 5, 1: 10}, {}, DAY)  # one backwards, one equal
+    assert after.offsets == {0: 10, 1: 10}
+    assert after.history == ck.history  # nothing moved: no entry
+
+
+def test_partial_move_records_full_offsets():
+    ck = Checkpoint().advanced(1000, {0: 10, 1: 10}, {}, DAY)
+    after = ck.advanced(2000, {0: 3, 1: 20}, {}, DAY)
+    assert after.offsets == {0: 10, 1: 20}
+    assert after.history == [(1000, {0: 10, 1: 10}), (2000, {0: 10, 1: 20})]
+
+
+def test_new_partition_counts_as_moved():
+    ck = Checkpoint().advanced(1000, {0: 10}, {}, DAY).advanced(2000, {None: 0}, {}, DAY)
+    assert ck.offsets == {0: 10, None: 0}
+    assert [at for at, _ in ck.history] == [1000, 2000]
+
+
+def test_empty_ends_moves_nothing():
+    ck = Checkpoint().advanced(1000, {}, {}, DAY)
+    assert ck == Checkpoint()
+
+
+def test_retained_is_replaced_each_run():
+    ck = Checkpoint().advanced(1000, {0: 10, 1: 10}, {0: 10, 1: 10}, DAY)
+    ck = ck.advanced(2000, {0: 20}, {0: 20}, DAY)
+    assert ck.retained == {0: 20}
+    ck = ck.advanced(3000, {}, {}, DAY)
+    assert ck.retained == {}
+
+
+def times(ck: Checkpoint) -> list[int]:
+    return [at for at, _ in ck.history]
+
+
+def test_history_pruned_to_window_plus_newest_older_entry():
+    hist = [(0, {0: 1}), (50, {0: 2}), (200, {0: 3}), (260, {0: 4})]
+    ck = Checkpoint(offsets={0: 4}, history=hist)
+    # at 300 with retention 100: 0 and 50 are older than the window (200 is exactly 100 old: kept)
+    assert times(ck.advanced(300, {0: 5}, {}, 100)) == [50, 200, 260, 300]
+    # pruning happens even when nothing moved
+    assert times(ck.advanced(300, {0: 4}, {}, 100)) == [50, 200, 260]
+
+
+def test_history_pruning_boundary_is_strict():
+    ck = Checkpoint(offsets={0: 3}, history=[(0, {0: 1}), (50, {0: 2}), (100, {0: 3})])
+    assert times(ck.advanced(150, {}, {}, 100)) == [0, 50, 100]  # 150 - 0 > 100: 0 is the newest old one
+    assert times(ck.advanced(151, {}, {}, 100)) == [50, 100]
+    assert times(ck.advanced(200, {}, {}, 100)) == [50, 100]  # 100 is exactly 100 old: not old yet
+    assert times(ck.advanced(201, {}, {}, 100)) == [100]
+
+
+def test_history_all_old_keeps_only_the_newest():
+    ck = Checkpoint(offsets={0: 2}, history=[(0, {0: 1}), (10, {0: 2})])
+    assert ck.advanced(10_000, {}, {}, 100).history == [(10, {0: 2})]
+    assert ck.advanced(10_000, {0: 3}, {}, 100).history == [(10, {0: 2}), (10_000, {0: 3})]
+
+
+def test_history_within_window_kept_entirely():
+    ck = Checkpoint()
+    for t in range(0, 1000, 100):
+        ck = ck.advanced(t, {0: t}, {}, DAY)
+    assert times(ck) == list(range(0, 1000, 100))
+
+
+# ================================================================ Checkpoint: first_cleaned_at
+def steps_checkpoint() -> Checkpoint:
+    return Checkpoint(offsets={0: 30, None: 8},
+                      history=[(100, {0: 10}), (200, {0: 20, None: 8}), (300, {0: 30, None: 8})])
+
+
+@pytest.mark.parametrize("offset,expected", [(0, 100), (5, 100), (10, 100), (11, 200), (20, 200), (21, 300),
+                                             (30, 300), (31, None)])
+def test_first_cleaned_at_is_the_earliest_covering_run(offset, expected):
+    assert steps_checkpoint().first_cleaned_at(0, offset) == expected
+
+
+def test_first_cleaned_at_partition_first_seen_later_and_none_partition():
+    ck = steps_checkpoint()
+    assert ck.first_cleaned_at(None, 3) == 200
+    assert ck.first_cleaned_at(None, 9) is None
+
+
+def test_first_cleaned_at_unknown_partition():
+    assert steps_checkpoint().first_cleaned_at(7, 0) is None
+    assert Checkpoint().first_cleaned_at(0, 0) is None
+    assert Checkpoint().first_cleaned_at(None, 0) is None
+
+
+def test_first_cleaned_at_after_pruning_is_the_oldest_kept_entry():
+    ck = Checkpoint()
+    for t, end in [(0, 10), (1000, 20), (2000, 30), (3000, 40)]:
+        ck = ck.advanced(t, {0: end}, {}, 1500)
+    assert times(ck) == [1000, 2000, 3000]
+    assert ck.first_cleaned_at(0, 5) == 1000  # really cleaned at 0, which was pruned
+    assert ck.first_cleaned_at(0, 15) == 1000
+    assert ck.first_cleaned_at(0, 25) == 2000
+
+
+def test_first_cleaned_at_without_covering_history():
+    # cleaned, but no history entry covers it: before the oldest entry kept (0 if none)
+    assert Checkpoint(offsets={0: 10}).first_cleaned_at(0, 5) == 0
+    assert Checkpoint(offsets={0: 10}, history=[(500, {1: 3})]).first_cleaned_at(0, 5) == 500
+
+
+# ================================================================ Checkpoint: expired_through
+def test_expired_through_is_strict():
+    ck = Checkpoint().advanced(1000, {0: 10}, {}, 100)
+    assert ck.expired_through(0, 1000, 100) is None
+    assert ck.expired_through(0, 1100, 100) is None  # exactly retention old: still visible
+    assert ck.expired_through(0, 1101, 100) == 10
+
+
+def test_expired_through_takes_the_highest_old_entry():
+    ck = steps_checkpoint()
+    assert ck.expired_through(0, 350, 100) == 20
+    assert ck.expired_through(0, 300, 100) == 10  # 300 - 200 is not > 100
+    assert ck.expired_through(0, 10_000, 100) == 30
+    assert ck.expired_through(0, 100, 0) is None
+    assert ck.expired_through(0, 101, 0) == 10
+
+
+def test_expired_through_unknown_or_young_partition():
+    ck = steps_checkpoint()
+    assert ck.expired_through(7, 10_000, 100) is None
+    assert ck.expired_through(None, 250, 100) is None  # None first appears in the entry at 200
+    assert ck.expired_through(None, 301, 100) == 8
+
+
+def test_repeating_a_run_at_the_same_now_changes_nothing():
+    r = 100
+    ck = Checkpoint().advanced(1000, {0: 10}, {}, r)
+    now = 1100  # tombstones cleaned at 1000 are exactly retention old
+    before = ck.expired_through(0, now, r)
+    assert before is None
+    again = ck.advanced(now, {0: 10}, {}, r)  # the run finds nothing new to clean
+    assert again == ck
+    assert again.expired_through(0, now, r) == before
+    assert again.advanced(now, {0: 10}, {}, r) == again
+
+
+def test_a_run_does_not_expire_what_it_cleans():
+    r = 100
+    ck = Checkpoint().advanced(1000, {0: 10}, {}, r).advanced(1200, {0: 20}, {}, r)
+    assert ck.expired_through(0, 1200, r) == 10
+    assert ck.first_cleaned_at(0, 15) == 1200
+    assert ck.expired_through(0, 1300, r) == 10
+    assert ck.expired_through(0, 1301, r) == 20
+
+
+runs_st = st.lists(
+    st.tuples(st.integers(0, 300),  # time since the previous run
+              st.dictionaries(st.sampled_from([None, 0, 1]), st.integers(0, 60), max_size=3)),
+    min_size=1, max_size=8,
+)
+
+
+@FAST
+@given(runs_st, st.integers(0, 400), st.integers(0, 500))
+def test_horizon_agrees_with_first_cleaned_at(runs, retention, wait):
+    """A cleaned offset is past the tombstone horizon exactly when its first cleaning is more than
+    delete.retention.ms ago, also after history pruning."""
+    ck, now = Checkpoint(), 0
+    for gap, ends in runs:
+        now += gap
+        prev = ck
+        ck = ck.advanced(now, ends, {}, retention)
+        for p, end in prev.offsets.items():  # offsets never move back
+            assert ck.offsets[p] >= end
+        assert ck.history == sorted(ck.history, key=lambda e: e[0])
+        if ck.history:
+            assert ck.history[-1][1] == ck.offsets  # the newest entry is the current state
+    query = now + wait
+    for p in (None, 0, 1, 2):
+        horizon = ck.expired_through(p, query, retention)
+        through = ck.cleaned_through(p)
+        for offset in range(0, 62):
+            first = ck.first_cleaned_at(p, offset)
+            assert (first is None) == (through is None or offset > through)
+            expired = first is not None and query - first > retention
+            assert expired == (horizon is not None and offset <= horizon)
+        # and repeating the last run at the same now is a no-op for the horizon
+        assert ck.advanced(query, {}, {}, retention).expired_through(p, query, retention) == horizon
