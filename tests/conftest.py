@@ -1,5 +1,6 @@
 """Shared fixtures: one local SparkSession for the whole run, on a throwaway warehouse."""
 import itertools
+import sys
 import os
 from pathlib import Path
 
@@ -7,6 +8,7 @@ import pytest
 
 from lakecleaner.config import CatalogConfig, LakecleanerConfig, SparkConfig
 
+sys.path.insert(0, str(Path(__file__).parent))  # tests/cases.py, shared by unit and Spark tests
 _names = itertools.count()
 
 

@@ -1,0 +1,40 @@
+"""The hand-worked cases on the real Spark job, with real Iceberg commits as append times."""
+import pytest
+
+from cases import CASES, expected_reason_counts, resolve_now
+from lakecleaner.engine import TableRef, compact_table, current_snapshot
+from lakecleaner.tables import KAFKA_SCHEMA, append, create_compacted_table
+
+pytestmark = pytest.mark.spark
+SCHEMA = KAFKA_SCHEMA + ", `ver` bigint"
+
+
+def _commit_time(spark, ref):
+    snap = current_snapshot(spark, ref)
+    return spark.sql(f"SELECT unix_millis(committed_at) AS at FROM {ref.meta('snapshots')} "
+                     f"WHERE snapshot_id = {snap}").collect()[0]["at"]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_spark_job_on_hand_worked_case(spark, lake_config, case):
+    table = f"cases.{case.name}"
+    ref = create_compacted_table(spark, lake_config, table, case.props, schema=SCHEMA)
+    spark.sql(f"DROP TABLE IF EXISTS {TableRef.parse(table + '__quarantine', 'lake').sql()}")
+    batch_times, run_nows, appended = [], [], 0
+    for i, run in enumerate(case.runs):
+        last = len(case.batches) - 1 if run.after_batch is None else run.after_batch
+        while appended <= last:
+            append(spark, ref, case.batches[appended], SCHEMA)
+            batch_times.append(_commit_time(spark, ref))
+            appended += 1
+        now = resolve_now(run.now, batch_times, run_nows)
+        run_nows.append(now)
+        stats = compact_table(spark, lake_config, table, now_ms=now)
+        got = {(r["partition"], r["offset"]) for r in spark.table(ref.sql()).select("partition", "offset").collect()}
+        assert got == run.survivors, f"run {i}: {stats}"
+        for figure, count in expected_reason_counts(run).items():
+            assert stats[figure] == count, f"run {i} {figure}: {stats}"
+        if run.quarantined:
+            quarantined = spark.table(TableRef.parse(table + "__quarantine", "lake").sql())
+            assert {(r["partition"], r["offset"]) for r in quarantined.collect()} == run.quarantined
+            assert {r["quarantine_reason"] for r in quarantined.collect()} == {"null key"}
