@@ -1,0 +1,212 @@
+"""What happens when things go wrong: concurrent writers and cleaners, crashes between the run's
+commits, a killed job, bad configuration, a table that breaks mid-run. Each must lose no data and
+say clearly what happened."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from lakecleaner import engine
+from lakecleaner.cli import RESULT_MARKER
+from lakecleaner.config import CHECKPOINT_PROPERTY, ConfigError
+from lakecleaner.engine import CompactionError, TableRef, compact_table, current_snapshot
+from lakecleaner.model import compact
+from lakecleaner.rules import Checkpoint
+from lakecleaner.tables import append, create_compacted_table, read_model_records
+
+pytestmark = pytest.mark.spark
+
+
+def _rows(start, n, keys=5, partitions=2, null_key_every=0):
+    rows = []
+    for i in range(start, start + n):
+        key = None if null_key_every and i % null_key_every == 0 else f"k{i % keys}"
+        rows.append({"key": key, "offset": i, "partition": i % partitions, "value": None if i % 7 == 0 else f"v{i}"})
+    return rows
+
+
+def _ids(spark, ref):
+    return sorted((r["partition"], r["offset"]) for r in spark.table(ref.sql()).select("partition", "offset").collect())
+
+
+def _props(spark, ref):
+    return {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {ref.sql()}").collect()}
+
+
+def _filled(spark, cfg, table, props=None, batches=3, per_batch=20, **kw):
+    ref = create_compacted_table(spark, cfg, table, {"compaction.retain.log.end.record": "false", **(props or {})})
+    for b in range(batches):
+        append(spark, ref, _rows(b * per_batch, per_batch, **kw))
+    return ref
+
+
+def _expected(spark, cfg, table, now):
+    records, tc = read_model_records(spark, cfg, table)
+    props = _props(spark, TableRef.parse(table, "lake"))
+    outcome = compact(records, Checkpoint.from_json(props.get(CHECKPOINT_PROPERTY)), tc, now)
+    return sorted(r.id for r in outcome.survivors(records)), outcome
+
+
+def test_an_appender_during_a_run_loses_nothing(spark, lake_config, table_name):
+    ref = _filled(spark, lake_config, table_name)
+    now = int(time.time() * 1000)
+    expected, _ = _expected(spark, lake_config, table_name, now)
+    appended, stop = [], threading.Event()
+
+    def appender():
+        offset = 10_000
+        while not stop.is_set() and offset < 10_040:
+            append(spark, ref, _rows(offset, 2))
+            appended.extend([(offset % 2, offset), ((offset + 1) % 2, offset + 1)])
+            offset += 2
+
+    thread = threading.Thread(target=appender)
+    thread.start()
+    try:
+        stats = compact_table(spark, lake_config, table_name, now_ms=now)
+    finally:
+        stop.set()
+        thread.join()
+    assert stats["status"] == "committed" and stats["removed_superseded"] > 0
+    assert appended, "the appender never committed during the run"
+    assert _ids(spark, ref) == sorted(expected + appended)
+
+
+def test_a_concurrent_cleaner_makes_the_later_run_fail_cleanly(spark, lake_config, table_name, monkeypatch):
+    ref = _filled(spark, lake_config, table_name)
+    now = int(time.time() * 1000)
+    expected, _ = _expected(spark, lake_config, table_name, now)
+    original = engine._check_no_concurrent_cleaner
+    state = {"nested": False}
+
+    def other_cleaner_commits_first(spark_, ref_, snapshot):
+        if not state["nested"]:
+            state["nested"] = True
+            compact_table(spark, lake_config, table_name, now_ms=now)  # the other run wins the race
+        return original(spark_, ref_, snapshot)
+
+    monkeypatch.setattr(engine, "_check_no_concurrent_cleaner", other_cleaner_commits_first)
+    with pytest.raises(CompactionError, match=rf"table {table_name}: table changed by a concurrent delete"):
+        compact_table(spark, lake_config, table_name, now_ms=now)
+    assert _ids(spark, ref) == expected
+    history = spark.table(lake_config.history_table).where(f"table_name = '{table_name}'").collect()
+    assert sorted(r["status"] for r in history) == ["committed", "failed"]
+
+
+@pytest.mark.parametrize("fail_at", ["after_quarantine", "after_merge"])
+def test_a_crash_between_commits_is_safe_to_repeat(spark, lake_config, table_name, monkeypatch, fail_at):
+    ref = _filled(spark, lake_config, table_name, null_key_every=9)
+    now = int(time.time() * 1000)
+    expected, outcome = _expected(spark, lake_config, table_name, now)
+    keyless = spark.table(ref.sql()).where("key IS NULL").count()
+    assert keyless > 0
+    monkeypatch.setenv("LAKECLEANER_FAIL_AT", fail_at)
+    with pytest.raises(CompactionError, match=f"table {table_name}: .*injected failure at {fail_at}"):
+        compact_table(spark, lake_config, table_name, now_ms=now)
+    assert CHECKPOINT_PROPERTY not in _props(spark, ref)  # the checkpoint was never recorded
+    monkeypatch.delenv("LAKECLEANER_FAIL_AT")
+    compact_table(spark, lake_config, table_name, now_ms=now)
+    assert _ids(spark, ref) == expected
+    stored = Checkpoint.from_json(_props(spark, ref)[CHECKPOINT_PROPERTY])
+    assert stored.offsets == outcome.checkpoint.offsets
+    quarantine = spark.table(ref.sql("__quarantine"))
+    # quarantine first, then delete from the source: a crash in between duplicates, never loses;
+    # a crash after the MERGE has nothing left to quarantine again
+    assert quarantine.count() == (2 if fail_at == "after_quarantine" else 1) * keyless
+    assert quarantine.select("partition", "offset").distinct().count() == keyless
+
+
+def test_a_killed_job_leaves_the_table_readable_and_the_next_run_correct(spark, lake_config, config_file, table_name):
+    ref = _filled(spark, lake_config, table_name, batches=4, per_batch=200, keys=50)
+    now = int(time.time() * 1000)
+    expected, _ = _expected(spark, lake_config, table_name, now)
+    killed_at = []
+    for delay in (6.0, 9.0, 12.0):
+        proc = subprocess.Popen([sys.executable, "-m", "lakecleaner.cli", "--config", str(config_file), "compact",
+                                 table_name, "--now-ms", str(now)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        time.sleep(delay)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            killed_at.append(delay)
+        proc.wait()
+        spark.catalog.refreshTable(ref.sql().replace("`", ""))
+        assert spark.table(ref.sql()).count() > 0  # readable after every kill
+    assert killed_at, "the job always finished before the kill; nothing was tested"
+    compact_table(spark, lake_config, table_name, now_ms=now)
+    assert _ids(spark, ref) == expected
+
+
+def test_invalid_config_names_table_property_and_value_and_touches_nothing(spark, lake_config, table_name):
+    ref = _filled(spark, lake_config, table_name, props={"max.compaction.lag.ms": "10", "min.compaction.lag.ms": "20"})
+    before_snapshot, before_props, before_ids = current_snapshot(spark, ref), _props(spark, ref), _ids(spark, ref)
+    with pytest.raises(ConfigError) as err:
+        compact_table(spark, lake_config, table_name)
+    assert str(err.value).startswith(f"table {table_name}: max.compaction.lag.ms=10 is invalid")
+    assert current_snapshot(spark, ref) == before_snapshot and _props(spark, ref) == before_props
+    assert _ids(spark, ref) == before_ids
+
+
+def test_bad_identifier_is_rejected_before_any_work(spark, lake_config):
+    with pytest.raises(ConfigError, match="table db.bad-name: table='db.bad-name' is invalid"):
+        compact_table(spark, lake_config, "db.bad-name")
+    with pytest.raises(ConfigError, match="catalog 'other' is not the configured 'lake'"):
+        compact_table(spark, lake_config, "other.db.t")
+
+
+def test_not_a_compacted_table_is_refused(spark, lake_config, table_name):
+    ref = _filled(spark, lake_config, table_name)
+    spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ('cleanup.policy' = 'delete')")
+    with pytest.raises(ConfigError, match=f"table {table_name}: cleanup.policy='delete' is invalid: not a compacted"):
+        compact_table(spark, lake_config, table_name)
+
+
+def test_dry_run_reports_the_same_figures_and_commits_nothing(spark, lake_config, table_name):
+    ref = _filled(spark, lake_config, table_name, null_key_every=11)
+    now = int(time.time() * 1000)
+    before = (current_snapshot(spark, ref), _props(spark, ref), _ids(spark, ref))
+    dry = compact_table(spark, lake_config, table_name, now_ms=now, dry_run=True)
+    assert (current_snapshot(spark, ref), _props(spark, ref), _ids(spark, ref)) == before
+    assert not spark.catalog.tableExists(ref.sql("__quarantine").replace("`", ""))
+    real = compact_table(spark, lake_config, table_name, now_ms=now)
+    figures = ["records_read", "records_kept", "removed_superseded", "removed_expired_tombstones", "quarantined",
+               "anomalous", "dirty_records_in_run", "checkpoint", "bytes_read"]
+    assert {f: dry[f] for f in figures} == {f: real[f] for f in figures}
+    assert dry["status"] == "dry_run" and real["status"] == "committed" and real["committed_snapshot_id"]
+
+
+def test_a_table_that_breaks_mid_run_fails_loudly_with_its_name(spark, lake_config, table_name):
+    ref = _filled(spark, lake_config, table_name)
+    victim = spark.sql(f"SELECT file_path FROM {ref.meta('files')} LIMIT 1").collect()[0][0]
+    Path(victim.replace("file:", "")).unlink()  # a data file vanishes under the table
+    before = current_snapshot(spark, ref)
+    with pytest.raises(CompactionError, match=f"^table {table_name}: "):
+        compact_table(spark, lake_config, table_name)
+    assert current_snapshot(spark, ref) == before
+    failed = spark.table(lake_config.history_table).where(f"table_name = '{table_name}' AND status = 'failed'")
+    assert failed.count() == 1 and table_name in failed.collect()[0]["error"]
+
+
+def test_cli_submits_the_job_and_prints_one_json_line(config_file, spark, lake_config, table_name):
+    _filled(spark, lake_config, table_name)
+    out = subprocess.run([sys.executable, "-m", "lakecleaner.cli", "--config", str(config_file), "compact",
+                          table_name, "--dry-run"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = [line for line in out.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1 and not lines[0].startswith(RESULT_MARKER)
+    stats = json.loads(lines[0])
+    for figure in ("records_read", "records_kept", "removed_superseded", "removed_expired_tombstones", "quarantined",
+                   "anomalous", "bytes_read", "bytes_written", "files_rewritten", "duration_ms", "checkpoint"):
+        assert figure in stats
+    assert stats["status"] == "dry_run" and stats["removed_superseded"] > 0
+    bad = subprocess.run([sys.executable, "-m", "lakecleaner.cli", "--config", str(config_file), "compact",
+                          "t.does_not_exist"], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 1 and "table t.does_not_exist: cannot load table" in json.loads(bad.stdout)["error"]
