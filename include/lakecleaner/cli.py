@@ -45,7 +45,8 @@ def run_job(cfg, config_path: str, job: str, job_args: list[str]) -> tuple[int, 
     """Submit a job; return (exit code, its result JSON, its stderr tail)."""
     with tempfile.TemporaryDirectory(prefix="lakecleaner-submit-") as workdir:
         cmd = submit_command(cfg, config_path, job, job_args, workdir)
-        proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+        proc = subprocess.run(cmd, capture_output=True, text=True,
+                              env={"SPARK_LOCAL_IP": "127.0.0.1", **os.environ, "PYSPARK_PYTHON": sys.executable})
     result = None
     for line in proc.stdout.splitlines():
         if line.startswith(RESULT_MARKER):
@@ -83,7 +84,6 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_compact)
     p = sub.add_parser("demo", help="build the embedded demo lakehouse, compact every table, check the rules")
     p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--keep", action="store_true", help="keep the existing demo tables instead of rebuilding")
     p.set_defaults(func=cmd_demo)
     args = parser.parse_args(argv)
     if args.config:

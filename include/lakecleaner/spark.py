@@ -41,6 +41,8 @@ def spark_conf(cfg: LakecleanerConfig) -> dict[str, str]:
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": "8",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{Path(__file__).parent / 'log4j2.properties'}",
         "spark.driver.memory": cfg.spark.driver_memory,
     }
     if cfg.spark.iceberg_runtime == "auto":
@@ -57,6 +59,7 @@ def get_spark(cfg: LakecleanerConfig, app_name: str = "lakecleaner", set_master:
     come from the submit command line, so the job passes set_master=False."""
     from pyspark.sql import SparkSession
 
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # embedded default: stay on loopback
     builder = SparkSession.builder.appName(app_name)
     if set_master:
         builder = builder.master(cfg.spark.master)

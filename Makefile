@@ -1,0 +1,37 @@
+# Everything starts from Python 3.11 and a JDK on PATH: the first target that needs the
+# environment creates .venv and installs the pinned set; later runs reuse it.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: install demo test unit bench lint clean
+
+$(STAMP): requirements.txt requirements-dev.txt requirements.lock pyproject.toml
+	@command -v java >/dev/null || { echo "lakecleaner needs a JDK (17) on PATH for Spark" >&2; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || { echo "lakecleaner needs Python 3.11 (set PYTHON=...)" >&2; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements.txt -r requirements-dev.txt -c requirements.lock
+	$(BIN)/pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/lakecleaner demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q tests/unit
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_compaction.py
+
+lint: $(STAMP)
+	$(BIN)/hadolint Dockerfile
+
+clean:
+	rm -rf warehouse spark-warehouse .pytest_cache .hypothesis benchmarks/results
