@@ -82,11 +82,14 @@ def build(spark, cfg, table: str, clean: int, dirty: int) -> TableRef:
 
 
 def naive_rewrite(spark, ref: TableRef, out: str) -> None:
+    """Latest per key by offset over the whole table, written as a new table."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
     spark.sql(f"DROP TABLE IF EXISTS {out} PURGE")
-    spark.sql(f"""CREATE TABLE {out} USING iceberg PARTITIONED BY (`partition`) AS
-        SELECT * EXCEPT (rn) FROM (
-          SELECT *, row_number() OVER (PARTITION BY `partition`, key ORDER BY `offset` DESC) AS rn
-          FROM {ref.sql()}) WHERE rn = 1""")
+    w = Window.partitionBy("partition", "key").orderBy(F.col("offset").desc())
+    latest = spark.table(ref.sql()).withColumn("rn", F.row_number().over(w)).where("rn = 1").drop("rn")
+    latest.writeTo(out).using("iceberg").partitionedBy(F.col("partition")).create()
 
 
 def measure(spark, cfg, clean: int, dirty: int, pid: int) -> dict:

@@ -248,11 +248,13 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
     files = (spark.read.option("snapshot-id", snapshot).table(ref.meta("entries"))
              .where("status < 2 AND data_file.content = 0")
              .select(F.col("data_file.file_path").alias("_file"), "snapshot_id",
-                     F.col("data_file.file_size_in_bytes").alias("size"))
+                     F.col("data_file.file_size_in_bytes").alias("size"),
+                     *[F.col("readable_metrics").getField(c).getField(b).cast("bigint").alias(f"{n}_{b}")
+                       for n, c in (("o", tc.offset_column), ("p", tc.partition_column)) if c
+                       for b in ("lower_bound", "upper_bound")])
              .join(spark.table(ref.meta("snapshots")).select("snapshot_id", F.expr("unix_millis(committed_at)").alias("at")),
                    "snapshot_id", "left")
-             .select("_file", F.coalesce("at", F.lit(0)).alias("appended_at"), "size")).collect()
-    file_size = {_path(r["_file"]): r["size"] for r in files}
+             .withColumn("appended_at", F.coalesce("at", F.lit(0)))).collect()
     file_times = spark.createDataFrame([(r["_file"], r["appended_at"]) for r in files] or [("", 0)],
                                        "_file string, appended_at bigint")
     cutoff = now_ms - tc.min_compaction_lag_ms
@@ -358,8 +360,7 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
     superseded, expired = int(figures["superseded"] or 0), int(figures["expired"] or 0)
     read = int(figures["read"]) + quarantined
     new_ckpt = ckpt.advanced(now_ms, from_int(ends), from_int(new_retained), tc.delete_retention_ms)
-    scanned = {_path(f) for df in (dirty_scan, clean_scan, bad) for f in df.inputFiles()}
-    bytes_read = sum(file_size.get(f, 0) for f in scanned)
+    bytes_read = _bytes_scanned(files, ckpt_offsets, unpartitioned)
     result.update(
         records_read=read, records_kept=read - superseded - expired - quarantined,
         removed_superseded=superseded, removed_expired_tombstones=expired, quarantined=quarantined,
@@ -399,12 +400,23 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
         bad_rows.unpersist()
 
 
-def _path(uri: str) -> str:
-    """inputFiles() gives file: URIs where Iceberg metadata has plain paths; compare paths."""
-    from urllib.parse import unquote, urlparse
-
-    parsed = urlparse(uri)
-    return unquote(parsed.path) if parsed.scheme in ("file", "") else uri
+def _bytes_scanned(files, ckpt_offsets: dict, unpartitioned: bool) -> int:
+    """Bytes of the data files the run's scans open, judged from Iceberg file statistics (Spark's
+    inputFiles() is empty for Iceberg scans): a file is opened by the dirty scan if it may hold an
+    offset past its partition's checkpoint, by the clean scan if it may hold one at or below it."""
+    total = 0
+    for f in files:
+        o_lo, o_hi = f["o_lower_bound"], f["o_upper_bound"]
+        if unpartitioned:
+            bounds = [ckpt_offsets.get(None)]
+        elif f["p_lower_bound"] is not None and f["p_lower_bound"] == f["p_upper_bound"]:
+            bounds = [ckpt_offsets.get(f["p_lower_bound"])]
+        else:
+            bounds = list(ckpt_offsets.values()) + [None]
+        if o_lo is None or o_hi is None or any(
+                b is None or o_hi > b for b in bounds) or any(b is not None and o_lo <= b for b in bounds):
+            total += f["size"]
+    return total
 
 
 def _match_columns(tc: TableConfig) -> list[tuple[str, str]]:
