@@ -31,6 +31,10 @@ from .rules import (
 )
 
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Up to this many keys (or removals) are broadcast to the scan of the clean part instead of
+# shuffling the clean part: the clean side then streams at scan speed. Above it the run falls back
+# to a shuffle join (with Spark's runtime Bloom filter), so memory stays bounded for any key count.
+BROADCAST_ROWS_MAX = 2_000_000
 REASON_QUARANTINED = "quarantined"
 
 # Table properties the MERGE relies on. Merge-on-read keeps files (and append times) intact and
@@ -162,9 +166,14 @@ class _Frames:
                         unsigned - F.expr(f"CAST('{2**64}' AS DECIMAL(21,0))")).otherwise(unsigned)
         return F.when(valid, signed.cast("bigint")), valid
 
-    def narrow(self, df, extra=()):
-        """The columns the rules need, plus the raw key/offset/partition values the MERGE matches on."""
-        return df.select(self.p.alias("p"), self.o.alias("o"), self.key.alias("key"), self.tomb.alias("tomb"),
+    def narrow(self, df, extra=(), with_tomb: bool = True):
+        """The columns the rules need, plus the raw key/offset/partition values the MERGE matches on.
+        The clean-part lookup leaves the tombstone out: deciding it reads the value column, the
+        widest one, for the whole clean part; expired clean tombstones come from their own scan."""
+        from pyspark.sql import functions as F
+
+        tomb = self.tomb if with_tomb else F.lit(False)
+        return df.select(self.p.alias("p"), self.o.alias("o"), self.key.alias("key"), tomb.alias("tomb"),
                          self.version.alias("ver"), self.has_version.alias("has_ver"),
                          *[c.alias(n) for n, c in self.match], *extra)
 
@@ -300,16 +309,20 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
             ends.setdefault(r["p"], r["end"])
     ends = {p: e for p, e in ends.items() if share.get(p, 0) > 0}
 
+    run_figures = in_run.agg(F.count("*").alias("n"), F.sum(F.col("anom").cast("int")).alias("anom")).collect()[0]
+    n_run = int(run_figures["n"])
+
     # Phase 2: the clean part, for the run's keys (and keys of records kept only as the log end).
     clean_pred = ~dirty_pred & ~fr.bad if ckpt_offsets else F.lit(False)
-    clean_scan = base.where(clean_pred)
-    clean = fr.narrow(clean_scan)
+    clean = fr.narrow(base.where(clean_pred), with_tomb=False)
     run_keys = in_run.select("p", "key")
     retained = to_int(ckpt.retained)
     if retained:
         retained_pred = reduce(lambda a, b: a | b, [(F.col("p") == p) & (F.col("o") == o) for p, o in retained.items()])
         run_keys = run_keys.unionByName(clean.where(retained_pred).select("p", "key"))
     run_keys = run_keys.distinct()
+    if n_run + len(retained) <= BROADCAST_ROWS_MAX:
+        run_keys = F.broadcast(run_keys)
     clean_cand = clean.join(run_keys, ["p", "key"], "left_semi")
     expired_through = {}
     for p in (ckpt_offsets or {}):
@@ -317,10 +330,13 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
         if h is not None:
             expired_through[0 if p is None else p] = h
     expired_pred = _partition_pred(F, F.col("p"), F.col("o"), expired_through, "<=", False)
-    # Clean tombstones past their horizon whose key has no candidates: winners by the clean-part
+    # Clean tombstones past their horizon, from a scan Iceberg prunes by null counts / flag bounds.
+    # Those whose key has candidates are ranked with them; the rest are winners by the clean-part
     # invariant (one record per key), so they go without ranking.
-    expiry_only = (fr.narrow(base.where(clean_pred & fr.tomb_pushdown)).where(expired_pred)
-                   .join(run_keys, ["p", "key"], "left_anti")) if expired_through else None
+    expired_clean = None
+    if expired_through:
+        expired_clean = (fr.narrow(base.where(clean_pred & fr.tomb_pushdown)).where(F.col("tomb") & expired_pred)
+                         .persist(StorageLevel.MEMORY_AND_DISK))
     # Log end of partitions with no dirty record (only needed where something there may go).
     idle = set(retained) | set(expired_through)
     idle -= set(log_end)
@@ -331,6 +347,10 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
 
     cands = (in_run.drop("anom").withColumn("in_run", F.lit(True))
              .unionByName(clean_cand.withColumn("in_run", F.lit(False))))
+    if expired_clean is not None:
+        cands = cands.join(expired_clean.select("p", "o", F.lit(True).alias("expired_tomb")), ["p", "o"], "left")
+    else:
+        cands = cands.withColumn("expired_tomb", F.lit(None).cast("boolean"))
     w = Window.partitionBy("p", "key").orderBy(F.col("has_ver").desc(), F.col("ver").desc(), F.col("o").desc())
     ranked = (cands.withColumn("rn", F.row_number().over(w)).withColumn("winner_o", F.first("o").over(w))
               .join(log_end_df, "p", "left"))
@@ -338,33 +358,36 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
     decided = ranked.select(
         "p", "o", "in_run", *[n for n, _ in fr.match],
         F.when((F.col("rn") > 1) & ~protected & (F.col("o") != F.col("winner_o")), F.lit(REASON_SUPERSEDED))
-        .when((F.col("rn") == 1) & F.col("tomb") & ~F.col("in_run") & expired_pred & ~protected,
+        .when((F.col("rn") == 1) & F.coalesce("expired_tomb", F.lit(False)) & ~F.col("in_run") & ~protected,
               F.lit(REASON_EXPIRED_TOMBSTONE)).alias("reason"),
-        ((F.col("rn") > 1) & protected).alias("retained"))
-    if expiry_only is not None:
+        ((F.col("rn") > 1) & protected).alias("retained"),
+        ((F.col("rn") == 1) & F.col("tomb") & F.col("in_run")).alias("new_tombstone"))
+    if expired_clean is not None:
+        expiry_only = expired_clean.join(run_keys, ["p", "key"], "left_anti")
         decided = decided.unionByName(
             expiry_only.join(log_end_df, "p", "left").select(
                 "p", "o", F.lit(False).alias("in_run"), *[n for n, _ in fr.match],
                 F.when(~protected, F.lit(REASON_EXPIRED_TOMBSTONE)).alias("reason"),
-                F.lit(False).alias("retained")))
+                F.lit(False).alias("retained"), F.lit(False).alias("new_tombstone")))
     decided = decided.persist(StorageLevel.MEMORY_AND_DISK)
 
     figures = decided.agg(
         F.count("*").alias("read"),
         F.sum(F.when(F.col("reason") == REASON_SUPERSEDED, 1).otherwise(0)).alias("superseded"),
-        F.sum(F.when(F.col("reason") == REASON_EXPIRED_TOMBSTONE, 1).otherwise(0)).alias("expired")).collect()[0]
-    run_figures = in_run.agg(F.count("*").alias("n"), F.sum(F.col("anom").cast("int")).alias("anom")).collect()[0]
+        F.sum(F.when(F.col("reason") == REASON_EXPIRED_TOMBSTONE, 1).otherwise(0)).alias("expired"),
+        F.sum(F.col("new_tombstone").cast("int")).alias("new_tombstones")).collect()[0]
     new_retained = {r["p"]: r["o"] for r in decided.where("retained").select("p", "o").collect()}
     bad_rows = bad.select("*", fr.bad_reason.alias("quarantine_reason")).persist(StorageLevel.MEMORY_AND_DISK)
     quarantined = bad_rows.count()
     superseded, expired = int(figures["superseded"] or 0), int(figures["expired"] or 0)
     read = int(figures["read"]) + quarantined
-    new_ckpt = ckpt.advanced(now_ms, from_int(ends), from_int(new_retained), tc.delete_retention_ms)
+    new_ckpt = ckpt.advanced(now_ms, from_int(ends), from_int(new_retained), tc.delete_retention_ms,
+                             int(figures["new_tombstones"] or 0))
     bytes_read = _bytes_scanned(files, ckpt_offsets, unpartitioned)
     result.update(
         records_read=read, records_kept=read - superseded - expired - quarantined,
         removed_superseded=superseded, removed_expired_tombstones=expired, quarantined=quarantined,
-        anomalous=int(run_figures["anom"] or 0), dirty_records_in_run=int(run_figures["n"]),
+        anomalous=int(run_figures["anom"] or 0), dirty_records_in_run=n_run,
         bytes_read=bytes_read, bytes_written=0, files_rewritten=0, delete_files_written=0,
         snapshot_id=snapshot, committed_snapshot_id=None, checkpoint=_ckpt_summary(new_ckpt))
     try:
@@ -379,6 +402,8 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
             removals = removals.unionByName(bad_rows.select(*[c.alias(n) for n, c in fr.match]))
         if superseded + expired + quarantined:
             view = f"lakecleaner_removals_{run_id}"
+            if superseded + expired + quarantined <= BROADCAST_ROWS_MAX:
+                removals = F.broadcast(removals)  # the MERGE then streams the table instead of shuffling it
             removals.createOrReplaceTempView(view)
             on = " AND ".join(f"t.{q(col)} <=> r.{alias}" for alias, col in _match_columns(tc))
             spark.sql(f"MERGE INTO {ref.sql()} t USING {view} r ON {on} WHEN MATCHED THEN DELETE")
@@ -395,9 +420,9 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
             spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ('{CHECKPOINT_PROPERTY}' = '{new_ckpt.to_json()}')")
         return result
     finally:
-        in_run.unpersist()
-        decided.unpersist()
-        bad_rows.unpersist()
+        for frame in (in_run, decided, bad_rows, expired_clean):
+            if frame is not None:
+                frame.unpersist()
 
 
 def _bytes_scanned(files, ckpt_offsets: dict, unpartitioned: bool) -> int:

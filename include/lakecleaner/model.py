@@ -109,6 +109,7 @@ def compact(records: list[Record], checkpoint: Checkpoint, cfg: TableConfig, now
         return cfg.retain_log_end_record and r.offset == log_end[r.partition]
 
     retained: dict[Partition, int] = {}
+    new_tombstones = 0
     read = len(run_ids) + len(out.quarantined)
     for (p, key), rs in groups.items():
         rs.sort(key=lambda r: order_key(cfg.versioned, r.offset, r.version), reverse=True)
@@ -121,6 +122,8 @@ def compact(records: list[Record], checkpoint: Checkpoint, cfg: TableConfig, now
                     retained[p] = r.offset
                 else:
                     out.removed[r.id] = REASON_SUPERSEDED
+        if winner.tombstone and winner.id in run_ids:
+            new_tombstones += 1  # first cleaned now; its horizon starts here
         # Rule 5: a winning tombstone goes once delete.retention.ms has passed since its first cleaning.
         if winner.tombstone and winner.id not in run_ids:
             first = checkpoint.first_cleaned_at(p, winner.offset)
@@ -130,7 +133,7 @@ def compact(records: list[Record], checkpoint: Checkpoint, cfg: TableConfig, now
                 if not protected(winner):
                     out.removed[winner.id] = REASON_EXPIRED_TOMBSTONE
 
-    out.checkpoint = checkpoint.advanced(now_ms, ends, retained, cfg.delete_retention_ms)
+    out.checkpoint = checkpoint.advanced(now_ms, ends, retained, cfg.delete_retention_ms, new_tombstones)
     superseded = sum(1 for v in out.removed.values() if v == REASON_SUPERSEDED)
     expired = sum(1 for v in out.removed.values() if v == REASON_EXPIRED_TOMBSTONE)
     out.stats = {

@@ -93,14 +93,16 @@ class Checkpoint:
     """How far each partition has been cleaned, and the recent runs that moved it.
 
     ``offsets[p]``: every record of p at or below this offset has been cleaned.
-    ``history``: (run time, offsets after that run), newest last, pruned to what tombstone horizons
-    still need: a tombstone at offset o was first cleaned by the earliest entry covering o.
+    ``history``: (run time, offsets after that run, winning tombstones that run first cleaned),
+    newest last, pruned to what tombstone horizons still need: a tombstone at offset o was first
+    cleaned by the earliest entry covering o. The tombstone counts let the scheduler tell from
+    metadata alone that some tombstone is due (record statistics cannot: deleted rows keep theirs).
     ``retained``: per partition, the offset of a superseded record kept only because it was the log
     end; the next run re-examines its key so it does not outlive its replacement.
     """
 
     offsets: dict[Partition, int] = field(default_factory=dict)
-    history: list[tuple[int, dict[Partition, int]]] = field(default_factory=list)
+    history: list[tuple[int, dict[Partition, int], int]] = field(default_factory=list)
     retained: dict[Partition, int] = field(default_factory=dict)
 
     def cleaned_through(self, partition: Partition) -> int | None:
@@ -112,7 +114,7 @@ class Checkpoint:
         through = self.offsets.get(partition)
         if through is None or offset > through:
             return None
-        for at_ms, offsets in self.history:
+        for at_ms, offsets, _ in self.history:
             if offsets.get(partition, -1) >= offset:
                 return at_ms
         return self.history[0][0] if self.history else 0
@@ -121,26 +123,33 @@ class Checkpoint:
         """Tombstone horizon: the highest offset of ``partition`` whose first cleaning is more than
         delete.retention.ms before now (strictly, so repeating a run at the same now is a no-op)."""
         best = None
-        for at_ms, offsets in self.history:
+        for at_ms, offsets, _ in self.history:
             if now_ms - at_ms > delete_retention_ms and partition in offsets:
                 best = offsets[partition] if best is None else max(best, offsets[partition])
         return best
 
+    def tombstones_due(self, now_ms: int, delete_retention_ms: int) -> bool:
+        """Some tombstone still in the table has passed its horizon (rule 5)."""
+        return any(n > 0 and now_ms - at > delete_retention_ms for at, _, n in self.history)
+
     def advanced(self, now_ms: int, ends: Mapping[Partition, int], retained: Mapping[Partition, int],
-                 delete_retention_ms: int) -> "Checkpoint":
-        """The checkpoint after a run that cleaned each partition through ``ends``."""
+                 delete_retention_ms: int, new_tombstones: int = 0) -> "Checkpoint":
+        """The checkpoint after a run that cleaned each partition through ``ends`` and kept
+        ``new_tombstones`` winning tombstones it cleaned first. Tombstones of entries past their
+        horizon were removed by this run (except one that is its partition's log end, which goes
+        with the run that follows new data in that partition)."""
         offsets = dict(self.offsets)
         moved = False
         for p, end in ends.items():
             if offsets.get(p) is None or end > offsets[p]:
                 offsets[p] = end
                 moved = True
-        history = list(self.history)
+        history = [(at, o, 0 if now_ms - at > delete_retention_ms else n) for at, o, n in self.history]
         if moved:
-            history.append((now_ms, dict(offsets)))
+            history.append((now_ms, dict(offsets), new_tombstones))
         # Keep entries a tombstone horizon may still need: everything newer than the retention
         # window, plus the newest entry older than it (it bounds every offset cleaned before).
-        old = [i for i, (at, _) in enumerate(history) if now_ms - at > delete_retention_ms]
+        old = [i for i, (at, _, _) in enumerate(history) if now_ms - at > delete_retention_ms]
         if old:
             history = history[old[-1]:]
         return Checkpoint(offsets=offsets, history=history, retained=dict(retained))
@@ -149,7 +158,7 @@ class Checkpoint:
     def to_json(self) -> str:
         enc = lambda d: {(NO_PARTITION if p is None else str(p)): v for p, v in d.items()}  # noqa: E731
         return json.dumps(
-            {"offsets": enc(self.offsets), "history": [[at, enc(o)] for at, o in self.history],
+            {"offsets": enc(self.offsets), "history": [[at, enc(o), n] for at, o, n in self.history],
              "retained": enc(self.retained)},
             separators=(",", ":"), sort_keys=True,
         )
@@ -161,7 +170,7 @@ class Checkpoint:
         data = json.loads(text)
         dec = lambda d: {(None if p == NO_PARTITION else int(p)): int(v) for p, v in d.items()}  # noqa: E731
         return cls(offsets=dec(data.get("offsets", {})),
-                   history=[(int(at), dec(o)) for at, o in data.get("history", [])],
+                   history=[(int(h[0]), dec(h[1]), int(h[2]) if len(h) > 2 else 0) for h in data.get("history", [])],
                    retained=dec(data.get("retained", {})))
 
 

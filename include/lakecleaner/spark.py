@@ -42,6 +42,11 @@ def spark_conf(cfg: LakecleanerConfig) -> dict[str, str]:
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": "8",
         "spark.ui.showConsoleProgress": "false",
+        # Let Spark push a Bloom filter of the run's keys into the clean-part scan when the keys are
+        # too many to broadcast (defaults only do so for scans over 10 GB).
+        "spark.sql.optimizer.runtime.bloomFilter.enabled": "true",
+        "spark.sql.optimizer.runtime.bloomFilter.applicationSideScanSizeThreshold": "64MB",
+        "spark.sql.optimizer.runtime.bloomFilter.creationSideThreshold": "512MB",
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{Path(__file__).parent / 'log4j2.properties'}",
         "spark.driver.memory": cfg.spark.driver_memory,
     }

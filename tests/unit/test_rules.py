@@ -273,6 +273,9 @@ def test_partitions_of():
 
 
 # ================================================================ Checkpoint: JSON
+DAY = 86_400_000
+
+
 def test_empty_checkpoint_from_missing_json():
     assert Checkpoint.from_json(None) == Checkpoint()
     assert Checkpoint.from_json("") == Checkpoint()
@@ -282,13 +285,13 @@ def test_empty_checkpoint_from_missing_json():
 def test_json_round_trip_with_none_partition():
     ck = Checkpoint(
         offsets={None: 10, 0: 5, 3: 7},
-        history=[(1000, {None: 4, 0: 5}), (2000, {None: 10, 0: 5, 3: 7})],
+        history=[(1000, {None: 4, 0: 5}, 2), (2000, {None: 10, 0: 5, 3: 7}, 0)],
         retained={None: 10, 3: 7},
     )
     text = ck.to_json()
     data = json.loads(text)
     assert data["offsets"] == {NO_PARTITION: 10, "0": 5, "3": 7}
-    assert data["history"] == [[1000, {NO_PARTITION: 4, "0": 5}], [2000, {NO_PARTITION: 10, "0": 5, "3": 7}]]
+    assert data["history"] == [[1000, {NO_PARTITION: 4, "0": 5}, 2], [2000, {NO_PARTITION: 10, "0": 5, "3": 7}, 0]]
     assert data["retained"] == {NO_PARTITION: 10, "3": 7}
     back = Checkpoint.from_json(text)
     assert back == ck
@@ -307,32 +310,80 @@ partition_st = st.one_of(st.none(), st.integers(-5, 1000))
 offsets_st = st.dictionaries(partition_st, st.integers(0, 2**62), max_size=6)
 
 
+history_st = st.lists(st.tuples(st.integers(0, 2**50), offsets_st, st.integers(0, 2**40)), max_size=5)
+
+
 @FAST
-@given(offsets_st, st.lists(st.tuples(st.integers(0, 2**50), offsets_st), max_size=5), offsets_st)
+@given(offsets_st, history_st, offsets_st)
 def test_json_round_trip_property(offsets, history, retained):
     ck = Checkpoint(offsets=offsets, history=history, retained=retained)
-    assert Checkpoint.from_json(ck.to_json()) == ck
+    text = ck.to_json()
+    assert Checkpoint.from_json(text) == ck
+    assert [h[2] for h in json.loads(text)["history"]] == [n for _, _, n in history]  # counts are written
+
+
+@FAST
+@given(offsets_st, history_st, offsets_st)
+def test_json_legacy_two_element_entries_property(offsets, history, retained):
+    """A checkpoint written before the counts existed reads back with every count 0."""
+    data = json.loads(Checkpoint(offsets=offsets, history=history, retained=retained).to_json())
+    data["history"] = [h[:2] for h in data["history"]]
+    back = Checkpoint.from_json(json.dumps(data))
+    assert back == Checkpoint(offsets=offsets, history=[(at, o, 0) for at, o, _ in history], retained=retained)
+    assert not back.tombstones_due(2**62, 0)
+
+
+def test_json_history_entries_carry_the_tombstone_count():
+    ck = Checkpoint().advanced(1000, {0: 10}, {}, DAY, new_tombstones=3).advanced(2000, {0: 20, None: 1}, {}, DAY)
+    text = ck.to_json()
+    assert json.loads(text)["history"] == [[1000, {"0": 10}, 3], [2000, {NO_PARTITION: 1, "0": 20}, 0]]
+    back = Checkpoint.from_json(text)
+    assert back.history == [(1000, {0: 10}, 3), (2000, {0: 20, None: 1}, 0)]
+    assert back == ck
+    assert back.tombstones_due(1000 + DAY + 1, DAY) and not back.tombstones_due(1000 + DAY, DAY)
+
+
+def test_from_json_accepts_legacy_two_element_entries():
+    legacy = ('{"history":[[1000,{"0":5}],[2000,{"-":3,"0":7}]],'
+              '"offsets":{"-":3,"0":7},"retained":{"0":7}}')
+    ck = Checkpoint.from_json(legacy)
+    assert ck.offsets == {0: 7, None: 3}
+    assert ck.history == [(1000, {0: 5}, 0), (2000, {0: 7, None: 3}, 0)]
+    assert ck.retained == {0: 7}
+    assert not ck.tombstones_due(10**12, 0)  # unknown counts: never claimed due from metadata
+    assert ck.first_cleaned_at(0, 6) == 2000 and ck.expired_through(None, 2101, 100) == 3
+    # written back in the new shape
+    assert json.loads(ck.to_json())["history"] == [[1000, {"0": 5}, 0], [2000, {NO_PARTITION: 3, "0": 7}, 0]]
+
+
+def test_from_json_accepts_mixed_legacy_and_new_entries():
+    ck = Checkpoint.from_json('{"history":[[1000,{"0":5}],[2000,{"0":7},4]],"offsets":{"0":7}}')
+    assert ck.history == [(1000, {0: 5}, 0), (2000, {0: 7}, 4)]
+    assert ck.retained == {}
 
 
 # ================================================================ Checkpoint: advanced
-DAY = 86_400_000
 
 
 def test_first_run():
     ck = Checkpoint().advanced(1000, {0: 10, None: 5}, {0: 10}, DAY)
     assert ck.offsets == {0: 10, None: 5}
-    assert ck.history == [(1000, {0: 10, None: 5})]
+    assert ck.history == [(1000, {0: 10, None: 5}, 0)]  # no tombstones by default
     assert ck.retained == {0: 10}
     assert ck.cleaned_through(0) == 10 and ck.cleaned_through(None) == 5 and ck.cleaned_through(1) is None
 
 
 def test_advanced_does_not_mutate_the_original():
-    ck = Checkpoint(offsets={0: 5}, history=[(1, {0: 5})], retained={0: 5})
+    ck = Checkpoint(offsets={0: 5}, history=[(1, {0: 5}, 3)], retained={0: 5})
     new = ck.advanced(2, {0: 9}, {}, DAY)
-    assert ck == Checkpoint(offsets={0: 5}, history=[(1, {0: 5})], retained={0: 5})
+    assert ck == Checkpoint(offsets={0: 5}, history=[(1, {0: 5}, 3)], retained={0: 5})
     assert new.offsets == {0: 9}
     new.history[-1][1][0] = 999
     assert new.offsets == {0: 9}  # history entries are snapshots, not the live dict
+    # zeroing expired counts does not touch the original either
+    later = ck.advanced(2 + DAY, {}, {}, DAY)
+    assert later.history == [(1, {0: 5}, 0)]
+    assert ck.history == [(1, {0: 5}, 3)]
 
 
 def test_offsets_only_move_forward():
@@ -346,13 +397,13 @@ def test_partial_move_records_full_offsets():
     ck = Checkpoint().advanced(1000, {0: 10, 1: 10}, {}, DAY)
     after = ck.advanced(2000, {0: 3, 1: 20}, {}, DAY)
     assert after.offsets == {0: 10, 1: 20}
-    assert after.history == [(1000, {0: 10, 1: 10}), (2000, {0: 10, 1: 20})]
+    assert after.history == [(1000, {0: 10, 1: 10}, 0), (2000, {0: 10, 1: 20}, 0)]
 
 
 def test_new_partition_counts_as_moved():
     ck = Checkpoint().advanced(1000, {0: 10}, {}, DAY).advanced(2000, {None: 0}, {}, DAY)
     assert ck.offsets == {0: 10, None: 0}
-    assert [at for at, _ in ck.history] == [1000, 2000]
+    assert [at for at, _, _ in ck.history] == [1000, 2000]
 
 
 def test_empty_ends_moves_nothing():
@@ -369,11 +420,15 @@ def test_retained_is_replaced_each_run():
 
 
 def times(ck: Checkpoint) -> list[int]:
-    return [at for at, _ in ck.history]
+    return [at for at, _, _ in ck.history]
+
+
+def counts(ck: Checkpoint) -> list[int]:
+    return [n for _, _, n in ck.history]
 
 
 def test_history_pruned_to_window_plus_newest_older_entry():
-    hist = [(0, {0: 1}), (50, {0: 2}), (200, {0: 3}), (260, {0: 4})]
+    hist = [(0, {0: 1}, 0), (50, {0: 2}, 0), (200, {0: 3}, 0), (260, {0: 4}, 0)]
     ck = Checkpoint(offsets={0: 4}, history=hist)
     # at 300 with retention 100: 0 and 50 are older than the window (200 is exactly 100 old: kept)
     assert times(ck.advanced(300, {0: 5}, {}, 100)) == [50, 200, 260, 300]
@@ -382,7 +437,7 @@ def test_history_pruned_to_window_plus_newest_older_entry():
 
 
 def test_history_pruning_boundary_is_strict():
-    ck = Checkpoint(offsets={0: 3}, history=[(0, {0: 1}), (50, {0: 2}), (100, {0: 3})])
+    ck = Checkpoint(offsets={0: 3}, history=[(0, {0: 1}, 0), (50, {0: 2}, 0), (100, {0: 3}, 0)])
     assert times(ck.advanced(150, {}, {}, 100)) == [0, 50, 100]  # 150 - 0 > 100: 0 is the newest old one
     assert times(ck.advanced(151, {}, {}, 100)) == [50, 100]
     assert times(ck.advanced(200, {}, {}, 100)) == [50, 100]  # 100 is exactly 100 old: not old yet
@@ -390,9 +445,9 @@ def test_history_pruning_boundary_is_strict():
 
 
 def test_history_all_old_keeps_only_the_newest():
-    ck = Checkpoint(offsets={0: 2}, history=[(0, {0: 1}), (10, {0: 2})])
-    assert ck.advanced(10_000, {}, {}, 100).history == [(10, {0: 2})]
-    assert ck.advanced(10_000, {0: 3}, {}, 100).history == [(10, {0: 2}), (10_000, {0: 3})]
+    ck = Checkpoint(offsets={0: 2}, history=[(0, {0: 1}, 0), (10, {0: 2}, 0)])
+    assert ck.advanced(10_000, {}, {}, 100).history == [(10, {0: 2}, 0)]
+    assert ck.advanced(10_000, {0: 3}, {}, 100).history == [(10, {0: 2}, 0), (10_000, {0: 3}, 0)]
 
 
 def test_history_within_window_kept_entirely():
@@ -402,10 +457,97 @@ def test_history_within_window_kept_entirely():
     assert times(ck) == list(range(0, 1000, 100))
 
 
+# ================================================================ Checkpoint: tombstone counts
+def test_advanced_records_the_new_tombstone_count():
+    ck = Checkpoint().advanced(1000, {0: 10}, {}, DAY, new_tombstones=4)
+    assert ck.history == [(1000, {0: 10}, 4)]
+    ck = ck.advanced(2000, {0: 20}, {}, DAY, new_tombstones=1).advanced(3000, {0: 30}, {}, DAY)
+    assert ck.history == [(1000, {0: 10}, 4), (2000, {0: 20}, 1), (3000, {0: 30}, 0)]  # all within the window
+
+
+def test_advanced_that_moves_nothing_records_no_count():
+    ck = Checkpoint().advanced(1000, {0: 10}, {}, DAY, new_tombstones=2)
+    after = ck.advanced(2000, {0: 10}, {}, DAY, new_tombstones=7)  # no entry to carry it
+    assert after.history == [(1000, {0: 10}, 2)]
+
+
+def test_advanced_zeroes_counts_past_the_horizon_only():
+    ck = Checkpoint(offsets={0: 3}, history=[(0, {0: 1}, 1), (50, {0: 2}, 2), (200, {0: 3}, 4)])
+    # at 150: 0 is past (150 > 100), 50 is exactly retention old (kept, count kept)
+    after = ck.advanced(150, {}, {}, 100)
+    assert after.history == [(0, {0: 1}, 0), (50, {0: 2}, 2), (200, {0: 3}, 4)]
+    # at 151: 0 and 50 are past; 0 is pruned, 50 kept (newest old entry) with its count zeroed
+    after = ck.advanced(151, {}, {}, 100)
+    assert after.history == [(50, {0: 2}, 0), (200, {0: 3}, 4)]
+    # a run that moves zeroes the old counts too, and its own entry carries its count
+    after = ck.advanced(301, {0: 9}, {}, 100, new_tombstones=5)
+    assert after.history == [(200, {0: 3}, 0), (301, {0: 9}, 5)]
+
+
+def test_a_run_does_not_zero_the_count_it_records():
+    # retention 0 and a run at the same now as an earlier one: the new entry is not past its horizon
+    ck = Checkpoint().advanced(1000, {0: 10}, {}, 0, new_tombstones=2)
+    assert counts(ck) == [2]
+    again = ck.advanced(1000, {0: 20}, {}, 0, new_tombstones=3)
+    assert again.history == [(1000, {0: 10}, 2), (1000, {0: 20}, 3)]
+    assert counts(again.advanced(1001, {}, {}, 0)) == [0]  # both past: zeroed, the newest old kept
+
+
+def test_tombstones_due_false_without_counts():
+    assert not Checkpoint().tombstones_due(0, 0)
+    assert not Checkpoint().tombstones_due(10**12, 0)
+    ck = Checkpoint().advanced(1000, {0: 10}, {}, 100).advanced(2000, {0: 20}, {}, 100)
+    assert counts(ck) == [0, 0]
+    assert ck.expired_through(0, 10**9, 100) == 20  # offsets are past the horizon ...
+    assert not ck.tombstones_due(10**9, 100)  # ... but no tombstone was recorded
+
+
+def test_tombstones_due_is_strict():
+    ck = Checkpoint().advanced(1000, {0: 10}, {}, 100, new_tombstones=3)
+    assert not ck.tombstones_due(1000, 100)
+    assert not ck.tombstones_due(1100, 100)  # exactly retention old: not yet due
+    assert ck.tombstones_due(1101, 100)
+    assert ck.tombstones_due(10**9, 100)
+    # consistent with the horizon
+    assert ck.expired_through(0, 1100, 100) is None and ck.expired_through(0, 1101, 100) == 10
+    # retention 0
+    assert not ck.tombstones_due(1000, 0)
+    assert ck.tombstones_due(1001, 0)
+
+
+def test_tombstones_due_any_entry():
+    ck = Checkpoint(offsets={0: 30},
+                    history=[(100, {0: 10}, 0), (200, {0: 20}, 2), (300, {0: 30}, 0)])
+    assert not ck.tombstones_due(300, 100)  # 100 is past but has none; 200 is exactly retention old
+    assert ck.tombstones_due(301, 100)
+    assert ck.tombstones_due(401, 100)
+
+
+def test_tombstones_due_cleared_by_a_run_past_the_horizon():
+    r = 100
+    ck = Checkpoint().advanced(1000, {0: 10}, {}, r, new_tombstones=3)
+    # a run at exactly the horizon removes nothing: the count stays and is due later
+    at_horizon = ck.advanced(1100, {}, {}, r)
+    assert at_horizon == ck
+    assert at_horizon.tombstones_due(1101, r)
+    # a run past the horizon removed them: no longer due, now or ever
+    cleared = ck.advanced(1101, {}, {}, r)
+    assert cleared.history == [(1000, {0: 10}, 0)]
+    assert not cleared.tombstones_due(1101, r)
+    assert not cleared.tombstones_due(10**9, r)
+    assert ck.tombstones_due(1101, r)  # the original is unchanged
+    # same when the run also moves: its own tombstones become due a retention later
+    moved = ck.advanced(1101, {0: 20}, {}, r, new_tombstones=2)
+    assert moved.history == [(1000, {0: 10}, 0), (1101, {0: 20}, 2)]
+    assert not moved.tombstones_due(1201, r)
+    assert moved.tombstones_due(1202, r)
+    assert not moved.advanced(1202, {}, {}, r).tombstones_due(10**9, r)
+
+
 # ================================================================ Checkpoint: first_cleaned_at
 def steps_checkpoint() -> Checkpoint:
     return Checkpoint(offsets={0: 30, None: 8},
-                      history=[(100, {0: 10}), (200, {0: 20, None: 8}), (300, {0: 30, None: 8})])
+                      history=[(100, {0: 10}, 1), (200, {0: 20, None: 8}, 0), (300, {0: 30, None: 8}, 2)])
 
 
 @pytest.mark.parametrize("offset,expected", [(0, 100), (5, 100), (10, 100), (11, 200), (20, 200), (21, 300),
@@ -439,7 +581,7 @@ def test_first_cleaned_at_after_pruning_is_the_oldest_kept_entry():
 def test_first_cleaned_at_without_covering_history():
     # cleaned, but no history entry covers it: before the oldest entry kept (0 if none)
     assert Checkpoint(offsets={0: 10}).first_cleaned_at(0, 5) == 0
-    assert Checkpoint(offsets={0: 10}, history=[(500, {1: 3})]).first_cleaned_at(0, 5) == 500
+    assert Checkpoint(offsets={0: 10}, history=[(500, {1: 3}, 0)]).first_cleaned_at(0, 5) == 500
 
 
 # ================================================================ Checkpoint: expired_through
@@ -468,14 +610,18 @@ def test_expired_through_unknown_or_young_partition():
 
 def test_repeating_a_run_at_the_same_now_changes_nothing():
     r = 100
-    ck = Checkpoint().advanced(1000, {0: 10}, {}, r)
+    ck = Checkpoint().advanced(1000, {0: 10}, {}, r, new_tombstones=2)
     now = 1100  # tombstones cleaned at 1000 are exactly retention old
     before = ck.expired_through(0, now, r)
     assert before is None
+    assert not ck.tombstones_due(now, r)
     again = ck.advanced(now, {0: 10}, {}, r)  # the run finds nothing new to clean
     assert again == ck
     assert again.expired_through(0, now, r) == before
     assert again.advanced(now, {0: 10}, {}, r) == again
+    # past the horizon: the first repeat zeroes the count, the next is a no-op
+    later = ck.advanced(now + 1, {0: 10}, {}, r)
+    assert later.advanced(now + 1, {0: 10}, {}, r) == later
 
 
 def test_a_run_does_not_expire_what_it_cleans():
@@ -489,7 +635,8 @@ def test_a_run_does_not_expire_what_it_cleans():
 
 runs_st = st.lists(
     st.tuples(st.integers(0, 300),  # time since the previous run
-              st.dictionaries(st.sampled_from([None, 0, 1]), st.integers(0, 60), max_size=3)),
+              st.dictionaries(st.sampled_from([None, 0, 1]), st.integers(0, 60), max_size=3),
+              st.integers(0, 5)),  # winning tombstones the run cleaned first
     min_size=1, max_size=8,
 )
 
@@ -500,10 +647,10 @@ def test_horizon_agrees_with_first_cleaned_at(runs, retention, wait):
     """A cleaned offset is past the tombstone horizon exactly when its first cleaning is more than
     delete.retention.ms ago, also after history pruning."""
     ck, now = Checkpoint(), 0
-    for gap, ends in runs:
+    for gap, ends, n in runs:
         now += gap
         prev = ck
-        ck = ck.advanced(now, ends, {}, retention)
+        ck = ck.advanced(now, ends, {}, retention, new_tombstones=n)
         for p, end in prev.offsets.items():  # offsets never move back
             assert ck.offsets[p] >= end
         assert ck.history == sorted(ck.history, key=lambda e: e[0])
@@ -520,3 +667,44 @@ def test_horizon_agrees_with_first_cleaned_at(runs, retention, wait):
             assert expired == (horizon is not None and offset <= horizon)
         # and repeating the last run at the same now is a no-op for the horizon
         assert ck.advanced(query, {}, {}, retention).expired_through(p, query, retention) == horizon
+    # a run at the query time leaves no tombstone due at that time
+    assert not ck.advanced(query, {}, {}, retention).tombstones_due(query, retention)
+
+
+@FAST
+@given(runs_st, st.integers(0, 400), st.integers(0, 500))
+def test_tombstone_counts_follow_the_runs(runs, retention, wait):
+    """Each run that moves records its count; a run zeroes (and only zeroes) the counts past the
+    horizon; tombstones_due agrees with a model that never prunes."""
+    ck, now = Checkpoint(), 0
+    model: list[tuple[int, int]] = []  # (run time, tombstones still there), unpruned
+    for gap, ends, n in runs:
+        now += gap
+        prev = ck
+        ck = ck.advanced(now, ends, {}, retention, new_tombstones=n)
+        moved = any(prev.offsets.get(p) is None or end > prev.offsets[p] for p, end in ends.items())
+        model = [(at, 0 if now - at > retention else c) for at, c in model]
+        if moved:
+            model.append((now, n))
+            assert ck.history[-1] == (now, ck.offsets, n)
+        else:
+            assert len(ck.history) <= len(prev.history)
+        for at, _, c in ck.history:
+            assert c >= 0
+            if now - at > retention:
+                assert c == 0  # this run removed them
+        # entries still inside the window keep their count
+        kept = {(at, tuple(sorted(o.items(), key=lambda kv: _order(kv[0])))): c for at, o, c in prev.history
+                if now - at <= retention}
+        for at, o, c in ck.history:
+            key = (at, tuple(sorted(o.items(), key=lambda kv: _order(kv[0]))))
+            if key in kept:
+                assert c == kept[key]
+        assert not ck.tombstones_due(now, retention)  # nothing is due right after a run
+        # pruning only ever drops entries whose count was already zero
+        assert sum(c for _, _, c in ck.history) == sum(c for _, c in model)
+        assert Checkpoint.from_json(ck.to_json()) == ck
+    for query in (now, now + wait, now + retention, now + retention + 1):
+        expected = any(c > 0 and query - at > retention for at, c in model)
+        assert ck.tombstones_due(query, retention) == expected
+    assert not ck.advanced(now + wait, {}, {}, retention).tombstones_due(now + wait, retention)
