@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install demo test unit bench lint clean
+.PHONY: install demo test unit bench lint clean airflow
 
 $(STAMP): requirements.txt requirements-dev.txt requirements.lock pyproject.toml
 	@command -v java >/dev/null || { echo "lakecleaner needs a JDK (17) on PATH for Spark" >&2; exit 1; }
@@ -29,6 +29,22 @@ unit: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_compaction.py
+
+# Airflow 3 on this machine: api-server, scheduler, dag-processor and triggerer (LocalExecutor, SQLite,
+# SimpleAuthManager) with the lakecleaner DAG, Spark in local mode on the embedded warehouse.
+AIRFLOW_HOME_DIR := $(CURDIR)/airflow_home
+airflow: export AIRFLOW_HOME := $(AIRFLOW_HOME_DIR)
+airflow: export AIRFLOW__CORE__DAGS_FOLDER := $(CURDIR)/dags
+airflow: export AIRFLOW__CORE__PLUGINS_FOLDER := $(CURDIR)/plugins
+airflow: export AIRFLOW__CORE__LOAD_EXAMPLES := False
+airflow: export AIRFLOW_CONN_SPARK_DEFAULT := {"conn_type":"spark","host":"local[*]"}
+airflow: export SPARK_LOCAL_IP := 127.0.0.1
+airflow: export PATH := $(CURDIR)/$(BIN):$(PATH)
+airflow: $(STAMP)
+	$(BIN)/airflow db migrate
+	$(BIN)/python -m lakecleaner.airflow_setup
+	@echo "Airflow UI: http://localhost:8080, user admin, password in $(AIRFLOW_HOME_DIR)/simple_auth_manager_passwords.json.generated (written on first start)"
+	$(BIN)/airflow standalone
 
 lint: $(STAMP)
 	$(BIN)/hadolint Dockerfile

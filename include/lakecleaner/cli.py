@@ -67,6 +67,34 @@ def cmd_compact(args) -> int:
     return code
 
 
+def cmd_evaluate(args) -> int:
+    from .evaluate import format_table
+    from .scheduler import evaluate_all, plan
+
+    cfg = load_config(args.config)
+    evaluations = evaluate_all(cfg, args.tables or None, args.now_ms)
+    if args.json:
+        print(json.dumps([e.as_dict() for e in evaluations], sort_keys=True))
+    else:
+        print(format_table(evaluations))
+        jobs = plan(evaluations)
+        uncleanable = sum(e.status == "uncleanable" for e in evaluations)
+        print(f"\n{len(jobs)} of {len(evaluations)} tables to clean"
+              + (f" in this order: {', '.join(j.table for j in jobs)}" if jobs else "")
+              + f"; uncleanable tables: {uncleanable}")
+    return 0
+
+
+def cmd_clear_uncleanable(args) -> int:
+    from .state import StateStore
+
+    cfg = load_config(args.config)
+    for table in args.tables:
+        StateStore(cfg).clear(table)
+        print(f"lakecleaner: {table} is no longer marked uncleanable; the next evaluation includes it")
+    return 0
+
+
 def cmd_demo(args) -> int:
     from .demo import main as demo_main
 
@@ -82,6 +110,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--now-ms", type=int, help="the run's 'now' in epoch ms (default: the wall clock)")
     p.add_argument("--dry-run", action="store_true", help="compute the same figures, commit nothing")
     p.set_defaults(func=cmd_compact)
+    p = sub.add_parser("evaluate", help="dirty and must-clean ratios of every compacted table, from metadata only")
+    p.add_argument("tables", nargs="*", help="namespace.table (default: every compacted table)")
+    p.add_argument("--now-ms", type=int)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_evaluate)
+    p = sub.add_parser("clear-uncleanable", help="an operator's word that a table marked uncleanable is fixed")
+    p.add_argument("tables", nargs="+")
+    p.set_defaults(func=cmd_clear_uncleanable)
     p = sub.add_parser("demo", help="build the embedded demo lakehouse, compact every table, check the rules")
     p.add_argument("--seed", type=int, default=7)
     p.set_defaults(func=cmd_demo)

@@ -275,9 +275,11 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
     dirty_scan = base.where(dirty_pred & ~fr.bad)
     dirty = (fr.narrow(dirty_scan.select("*", "_file"), extra=[F.col("_file")])
              .join(F.broadcast(file_times), "_file", "left").drop("_file")
-             .withColumn("anom", ~F.col("has_ver") if tc.versioned else F.lit(False)))
+             .withColumn("anom", ~F.col("has_ver") if tc.versioned else F.lit(False))
+             .persist(StorageLevel.MEMORY_AND_DISK))  # one scan of the dirty part feeds every step below
 
     # Rule 3: per partition, stop at the first record younger than the lag.
+    phase = _Phases()
     per_p = dirty.groupBy("p").agg(
         F.min(F.when(F.coalesce("appended_at", F.lit(0)) > cutoff, F.col("o"))).alias("young_min"),
         F.max("o").alias("max_o")).collect()
@@ -303,13 +305,15 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
             F.col("cut_end").isNull() | (F.col("o") <= F.col("cut_end"))).drop("cut_end")
     in_run = in_run.where(~F.col("p").isin([p for p, n in share.items() if n == 0]) if any(
         n == 0 for n in share.values()) else F.lit(True)).drop("appended_at")
-    in_run = in_run.persist(StorageLevel.MEMORY_AND_DISK)
+    if young_min or cut or any(n == 0 for n in share.values()):  # otherwise in_run is the (persisted) dirty part
+        in_run = in_run.persist(StorageLevel.MEMORY_AND_DISK)
     if any(p not in cut for p in share):
         for r in in_run.groupBy("p").agg(F.max("o").alias("end")).collect():
             ends.setdefault(r["p"], r["end"])
     ends = {p: e for p, e in ends.items() if share.get(p, 0) > 0}
 
     run_figures = in_run.agg(F.count("*").alias("n"), F.sum(F.col("anom").cast("int")).alias("anom")).collect()[0]
+    phase("dirty_s")
     n_run = int(run_figures["n"])
 
     # Phase 2: the clean part, for the run's keys (and keys of records kept only as the log end).
@@ -371,6 +375,7 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
                 F.lit(False).alias("retained"), F.lit(False).alias("new_tombstone")))
     decided = decided.persist(StorageLevel.MEMORY_AND_DISK)
 
+    phase("plan_s")
     figures = decided.agg(
         F.count("*").alias("read"),
         F.sum(F.when(F.col("reason") == REASON_SUPERSEDED, 1).otherwise(0)).alias("superseded"),
@@ -379,6 +384,7 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
     new_retained = {r["p"]: r["o"] for r in decided.where("retained").select("p", "o").collect()}
     bad_rows = bad.select("*", fr.bad_reason.alias("quarantine_reason")).persist(StorageLevel.MEMORY_AND_DISK)
     quarantined = bad_rows.count()
+    phase("decide_s")
     superseded, expired = int(figures["superseded"] or 0), int(figures["expired"] or 0)
     read = int(figures["read"]) + quarantined
     new_ckpt = ckpt.advanced(now_ms, from_int(ends), from_int(new_retained), tc.delete_retention_ms,
@@ -388,7 +394,7 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
         records_read=read, records_kept=read - superseded - expired - quarantined,
         removed_superseded=superseded, removed_expired_tombstones=expired, quarantined=quarantined,
         anomalous=int(run_figures["anom"] or 0), dirty_records_in_run=n_run,
-        bytes_read=bytes_read, bytes_written=0, files_rewritten=0, delete_files_written=0,
+        bytes_read=bytes_read, bytes_written=0, files_rewritten=0, delete_files_written=0, phases=phase.times,
         snapshot_id=snapshot, committed_snapshot_id=None, checkpoint=_ckpt_summary(new_ckpt))
     try:
         if dry_run:
@@ -406,7 +412,9 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
                 removals = F.broadcast(removals)  # the MERGE then streams the table instead of shuffling it
             removals.createOrReplaceTempView(view)
             on = " AND ".join(f"t.{q(col)} <=> r.{alias}" for alias, col in _match_columns(tc))
+            phase("pre_merge_s")
             spark.sql(f"MERGE INTO {ref.sql()} t USING {view} r ON {on} WHEN MATCHED THEN DELETE")
+            phase("merge_s")
             spark.catalog.dropTempView(view)
             committed = _committed_snapshot(spark, ref, snapshot)
             if committed:
@@ -420,9 +428,22 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
             spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ('{CHECKPOINT_PROPERTY}' = '{new_ckpt.to_json()}')")
         return result
     finally:
-        for frame in (in_run, decided, bad_rows, expired_clean):
+        for frame in (dirty, in_run, decided, bad_rows, expired_clean):
             if frame is not None:
                 frame.unpersist()
+
+
+class _Phases:
+    """Seconds spent per phase of a run, reported with its statistics (where the time goes)."""
+
+    def __init__(self):
+        self.times: dict[str, float] = {}
+        self._last = time.time()
+
+    def __call__(self, name: str) -> None:
+        now = time.time()
+        self.times[name] = round(now - self._last, 3)
+        self._last = now
 
 
 def _bytes_scanned(files, ckpt_offsets: dict, unpartitioned: bool) -> int:
