@@ -22,6 +22,7 @@ class TableState:
     last_success_ms: int | None = None
     uncleanable: bool = False
     marked_at_ms: int | None = None
+    last_orphan_cleanup_ms: int | None = None
 
 
 class StateStore:

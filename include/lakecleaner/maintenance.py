@@ -1,0 +1,86 @@
+"""Making deletes physical (KIP-354's GDPR motive), after each compaction.
+
+A compaction only masks removed records: merge-on-read position deletes hide them, but the data
+file still holds them, and older snapshots still reach that file. A record is gone for good only
+when no retained snapshot references a file that holds it. So, per table, after its compaction:
+
+1. rewrite the clean data files that carry deletes: every time for a table with a finite
+   max.compaction.lag.ms (the bound is the point of that setting), otherwise once deleted rows
+   pass ``REWRITE_DELETE_RATIO`` of the table (the small-file and delete-file clean-up);
+2. expire every snapshot older than the rewrite, except those younger than min.compaction.lag.ms:
+   the compaction reads append times from them (rule 3), and dropping them early would make young
+   records look old;
+3. remove orphan files (left by failed writes) at most once per ``ORPHAN_CADENCE_MS``, and only
+   files older than ``ORPHAN_MIN_AGE_MS`` so that no in-flight write loses its files.
+
+Guarantee (README): with max.compaction.lag.ms = L, schedule interval I and min.compaction.lag.ms
+= M, a record superseded by a replacement appended at t is in no file reachable from any snapshot
+after t + L + I + M (M = 0 by default).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .config import CHECKPOINT_PROPERTY, LONG_MAX, LakecleanerConfig
+from .engine import TableRef, load_table_config
+from .rules import Checkpoint
+from .state import StateStore
+
+REWRITE_DELETE_RATIO = 0.2
+ORPHAN_CADENCE_MS = 86_400_000
+ORPHAN_MIN_AGE_MS = 3 * 86_400_000
+
+
+def _clean_part_sql(tc, ckpt: Checkpoint) -> str | None:
+    """SQL filter for the clean part; rewriting only it keeps dirty records' append times intact."""
+    if not ckpt.offsets:
+        return None
+    o = f"`{tc.offset_column}`"
+    if tc.partition_column is None:
+        return f"{o} <= {ckpt.offsets[None]}" if None in ckpt.offsets else None
+    p = f"`{tc.partition_column}`"
+    return " OR ".join(f"({p} = {part} AND {o} <= {off})" for part, off in sorted(ckpt.offsets.items()))
+
+
+def maintain_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None = None) -> dict[str, Any]:
+    ref = TableRef.parse(table, cfg.catalog.name)
+    now_ms = int(now_ms if now_ms is not None else time.time() * 1000)
+    tc, props = load_table_config(spark, cfg, ref)
+    ckpt = Checkpoint.from_json(props.get(CHECKPOINT_PROPERTY))
+    out: dict[str, Any] = {"table": ref.short, "now_ms": now_ms, "rewritten_data_files": 0,
+                           "files_deleted_by_expiry": 0, "orphan_files_removed": 0}
+    counts = spark.sql(f"SELECT content, sum(record_count) AS n FROM {ref.meta('files')} GROUP BY content").collect()
+    rows = {r["content"]: int(r["n"] or 0) for r in counts}
+    data_rows, deleted_rows = rows.get(0, 0), rows.get(1, 0)
+    out["delete_ratio"] = round(deleted_rows / data_rows, 4) if data_rows else 0.0
+    gdpr = tc.max_compaction_lag_ms < LONG_MAX
+    where = _clean_part_sql(tc, ckpt)
+    if deleted_rows and where and (gdpr or out["delete_ratio"] >= REWRITE_DELETE_RATIO):
+        res = spark.sql(
+            f"CALL `{ref.catalog}`.system.rewrite_data_files(table => '{ref.short}', where => '{where}', "
+            "options => map('delete-file-threshold', '1', 'min-input-files', '1', 'remove-dangling-deletes', 'true'))"
+        ).collect()
+        out["rewritten_data_files"] = int(res[0]["rewritten_data_files_count"]) if res else 0
+        out["rewrite_reason"] = "max.compaction.lag.ms is finite" if gdpr else f"delete ratio >= {REWRITE_DELETE_RATIO}"
+    # Keep snapshots younger than the lag: they carry the append times of records not yet old enough.
+    # Commit times are wall-clock facts (the run's now may be an interval end in the past, and the
+    # rewrite above committed after it), so the cut is taken on the wall clock.
+    keep_after = int(time.time() * 1000) - tc.min_compaction_lag_ms
+    older_than = spark.sql(f"SELECT max(committed_at) AS t FROM {ref.meta('snapshots')} "
+                           f"WHERE unix_millis(committed_at) <= {keep_after}").collect()[0]["t"]
+    if older_than is not None:
+        res = spark.sql(f"CALL `{ref.catalog}`.system.expire_snapshots(table => '{ref.short}', "
+                        f"older_than => TIMESTAMP '{older_than}', retain_last => 1)").collect()
+        out["files_deleted_by_expiry"] = sum(int(v or 0) for c, v in res[0].asDict().items()
+                                             if c.startswith("deleted_")) if res else 0
+    store = StateStore(cfg)
+    state = store.get(ref.short)
+    if state.last_orphan_cleanup_ms is None or now_ms - state.last_orphan_cleanup_ms >= ORPHAN_CADENCE_MS:
+        cutoff = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime((now_ms - ORPHAN_MIN_AGE_MS) / 1000))
+        res = spark.sql(f"CALL `{ref.catalog}`.system.remove_orphan_files(table => '{ref.short}', "
+                        f"older_than => TIMESTAMP '{cutoff}')").collect()
+        out["orphan_files_removed"] = len(res)
+        state.last_orphan_cleanup_ms = now_ms
+        store.put(ref.short, state)
+    return out

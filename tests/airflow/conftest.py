@@ -1,0 +1,59 @@
+"""Airflow for the DAG tests: a throwaway AIRFLOW_HOME with a SQLite database, the repo's dags/ as
+DAG folder, the spark_default connection on a local master, the lakecleaner pool.
+
+Airflow reads its configuration when it is first imported, so the environment is set when this
+file is loaded, before any test module of this directory imports Airflow.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DAGS = REPO / "dags"
+AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="lakecleaner-airflow-test-"))
+
+os.environ.update({
+    "AIRFLOW_HOME": str(AIRFLOW_HOME),
+    "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
+    "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{AIRFLOW_HOME}/airflow.db",
+    "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+    "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+    "AIRFLOW__LOGGING__COLORED_CONSOLE_LOG": "False",
+    "AIRFLOW_CONN_SPARK_DEFAULT": '{"conn_type":"spark","host":"local[2]"}',
+    "LAKECLEANER_PACKAGE_DIR": str(AIRFLOW_HOME / "lakecleaner"),
+    "SPARK_LOCAL_IP": "127.0.0.1",
+    "PYSPARK_PYTHON": sys.executable,
+    # spark-submit (pip's pyspark) lives next to this interpreter
+    "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+})
+os.environ.pop("LAKECLEANER_SCHEDULE", None)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _airflow_home():
+    yield AIRFLOW_HOME
+    shutil.rmtree(AIRFLOW_HOME, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def airflow_db(_airflow_home) -> Path:
+    """The metadata database, migrated once per session (SQLite in the throwaway AIRFLOW_HOME)."""
+    proc = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return _airflow_home / "airflow.db"
+
+
+@pytest.fixture(scope="session")
+def dagbag():
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(DAGS))

@@ -1,0 +1,244 @@
+"""The scheduler DAG on a real embedded lakehouse: Airflow 3 (``dag.test``: tasks run in this
+process, each Spark job is a real ``spark-submit`` of jobs/compact.py or jobs/maintain.py through
+SparkSubmitOperator), Spark in local mode, Iceberg tables in a throwaway Hadoop warehouse.
+
+Seven tables, one per state the scheduler must tell apart, all handled in one DAG run; then the
+failing table's uncleanable mark, an operator clearing it, and a backfill over two intervals.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from lakecleaner import scheduler
+from lakecleaner.config import CHECKPOINT_PROPERTY, load_config
+from lakecleaner.engine import compact_table
+from lakecleaner.metadata import MetadataReader
+from lakecleaner.state import StateStore
+from lakecleaner.tables import append, create_compacted_table
+
+pytestmark = [pytest.mark.airflow, pytest.mark.spark]
+
+CATALOG = "dagtest"  # its own catalog and warehouse: other tests' tables must not be evaluated here
+CLEAN, BELOW, ABOVE, PAST_LAG = "t.clean", "t.below_ratio", "t.above_ratio", "t.past_lag"
+TOMBSTONES, BROKEN, FAILING = "t.tombstones", "t.broken", "t.failing"
+INTERVAL = dt.timedelta(minutes=15)
+
+
+def _rows(start, n, keys=5, partitions=2):
+    """Kafka records: offsets start..start+n, every 7th a tombstone (null value, no flag)."""
+    return [{"key": f"k{i % keys}", "offset": i, "partition": i % partitions,
+             "value": None if i % 7 == 0 else f"v{i}"} for i in range(start, start + n)]
+
+
+def _ms(when: dt.datetime) -> int:
+    return int(when.timestamp() * 1000)
+
+
+@pytest.fixture(scope="module")
+def dag_config(tmp_path_factory, airflow_db):
+    """The YAML the DAG (LAKECLEANER_CONFIG) and its spark-submit jobs read: a fresh warehouse,
+    one failure marks a table uncleanable, one Spark job at a time (the pool)."""
+    base = tmp_path_factory.mktemp("dag_lake")
+    path = base / "lakecleaner.yaml"
+    path.write_text(
+        f"catalog:\n  name: {CATALOG}\n  type: hadoop\n  warehouse: {base / 'warehouse'}\n"
+        "spark:\n  master: local[2]\n  driver_memory: 1g\n"
+        "cleaner:\n  threads: 1\n  uncleanable_after_failures: 1\n")
+    old = os.environ.get("LAKECLEANER_CONFIG")
+    os.environ["LAKECLEANER_CONFIG"] = str(path)
+    yield load_config(path)
+    if old is None:
+        os.environ.pop("LAKECLEANER_CONFIG", None)
+    else:
+        os.environ["LAKECLEANER_CONFIG"] = old
+
+
+@pytest.fixture(scope="module")
+def pool(dag_config):
+    from airflow.models.pool import Pool
+
+    from lakecleaner.airflow_setup import POOL, create_pool
+
+    create_pool(dag_config)
+    return Pool.get_pool(POOL)
+
+
+@pytest.fixture(scope="module")
+def dag_spark(spark, dag_config):
+    """The test session's Spark, with the DAG's catalog added (uncached: the DAG's jobs commit to
+    these tables from other JVMs)."""
+    for key, value in dag_config.catalog.spark_conf().items():
+        spark.conf.set(key, value)
+    spark.conf.set(f"spark.sql.catalog.{CATALOG}.cache-enabled", "false")
+    return spark
+
+
+@pytest.fixture(scope="module")
+def lakehouse(dag_spark, dag_config):
+    """One table per state; returns the first scheduled tick after they were built."""
+    spark, cfg = dag_spark, dag_config
+    now = lambda: int(time.time() * 1000)  # noqa: E731
+
+    def table(name, props=None, batches=2, per_batch=20):
+        ref = create_compacted_table(spark, cfg, name, {"compaction.retain.log.end.record": "false", **(props or {})})
+        for b in range(batches):
+            append(spark, ref, _rows(b * per_batch, per_batch))
+        return ref
+
+    ref = table(CLEAN)
+    compact_table(spark, cfg, CLEAN, now_ms=now())  # compacted, nothing new since: clean
+
+    ref = table(BELOW, {"min.cleanable.dirty.ratio": "0.99"})
+    compact_table(spark, cfg, BELOW, now_ms=now())
+    append(spark, ref, _rows(1000, 2))  # a little dirty data, well below the ratio
+
+    table(ABOVE)  # never cleaned: dirty ratio 1.0 > the default 0.5
+
+    ref = table(PAST_LAG, {"min.cleanable.dirty.ratio": "0.99", "max.compaction.lag.ms": "1"})
+    compact_table(spark, cfg, PAST_LAG, now_ms=now())
+    append(spark, ref, _rows(1000, 2))  # below the ratio, but dirty for longer than max.compaction.lag.ms
+
+    table(TOMBSTONES, {"min.cleanable.dirty.ratio": "0.99", "delete.retention.ms": "0"})
+    compact_table(spark, cfg, TOMBSTONES, now_ms=now())  # cleans tombstones; they stay until retention passed
+    assert spark.table(f"{CATALOG}.{TOMBSTONES}").where("value IS NULL").count() > 0
+
+    table(BROKEN, {"compaction.strategy": "bogus"})
+
+    ref = table(FAILING)  # eligible from metadata, but a data file is gone: the Spark job fails
+    victim = spark.sql(f"SELECT file_path FROM {ref.meta('files')} LIMIT 1").collect()[0][0]
+    Path(victim.replace("file:", "")).unlink()
+
+    built = dt.datetime.now(dt.timezone.utc)
+    tick = built.replace(second=0, microsecond=0) + dt.timedelta(minutes=15 - built.minute % 15)
+    return tick
+
+
+def _run(dagbag, logical_date, conf=None):
+    dag = dagbag.dags["lakecleaner"]
+    return dag.test(logical_date=logical_date, run_conf=conf or {})
+
+
+def _xcom(dr, task_id, key="return_value"):
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        row = session.scalars(XComModel.get_many(run_id=dr.run_id, dag_ids=dr.dag_id, task_ids=task_id, key=key)).first()
+        return XComModel.deserialize_value(row) if row is not None else None
+
+
+def _task_states(dr) -> dict[tuple[str, str | None], str]:
+    """(task_id, rendered map index: the table for compact/maintain) -> state."""
+    from sqlalchemy import select
+
+    from airflow.models.taskinstance import TaskInstance as TI
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        tis = session.scalars(select(TI).where(TI.dag_id == dr.dag_id, TI.run_id == dr.run_id)).all()
+        return {(ti.task_id, ti.rendered_map_index): ti.state for ti in tis}
+
+
+@pytest.fixture(scope="module")
+def first_run(dagbag, dag_config, pool, lakehouse):
+    dr = _run(dagbag, lakehouse)
+    return dr, lakehouse
+
+
+def test_pool_is_sized_by_cleaner_threads(pool, dag_config):
+    assert pool is not None and pool.slots == dag_config.cleaner.threads == 1
+
+
+def test_one_run_cleans_the_eligible_tables_filthiest_first_and_fails_for_the_broken_job(first_run, dag_config,
+                                                                                           dag_spark):
+    dr, tick = first_run
+    now_ms = _ms(tick)
+    assert dr.state == "failed"  # one table's job failed: the run must say so
+
+    evaluations = {e["table"]: e for e in _xcom(dr, "evaluate", "evaluations")}
+    assert set(evaluations) == {CLEAN, BELOW, ABOVE, PAST_LAG, TOMBSTONES, BROKEN, FAILING}
+    assert evaluations[CLEAN]["status"] == "not eligible" and evaluations[CLEAN]["reason"] == "clean"
+    assert evaluations[BELOW]["status"] == "not eligible" and evaluations[BELOW]["reason"].startswith("dirty ratio")
+    assert evaluations[BROKEN]["status"] == "invalid config"
+    assert f"table {BROKEN}: compaction.strategy='bogus' is invalid" in evaluations[BROKEN]["reason"]
+    assert "must clean" in evaluations[PAST_LAG]["reason"]
+    assert evaluations[TOMBSTONES]["reason"] == "tombstones past delete.retention.ms"
+
+    # filthiest first: must-clean ratio, then dirty ratio (ties by name), then the rest
+    jobs = _xcom(dr, "evaluate")
+    assert [(j["table"], j["priority"]) for j in jobs] == [(PAST_LAG, 1), (ABOVE, 2), (FAILING, 3), (TOMBSTONES, 4)]
+    assert all(j["now_ms"] == now_ms and j["compact_args"][:1] == [j["table"]] for j in jobs)
+    assert all(f"--now-ms {now_ms}" in " ".join(j["compact_args"]) for j in jobs)
+
+    # each mapped instance is named after its table; only the failing table's job failed
+    states = _task_states(dr)
+    assert {t: s for (task, t), s in states.items() if task == "compact"} == {
+        PAST_LAG: "success", ABOVE: "success", FAILING: "failed", TOMBSTONES: "success"}
+    assert {t: s for (task, t), s in states.items() if task == "maintain"} == {
+        PAST_LAG: "success", ABOVE: "success", FAILING: "upstream_failed", TOMBSTONES: "success"}
+    assert states[("evaluate", None)] == "success" and states[("summary", None)] == "failed"
+
+    # what the jobs did, from run history (as of the run's now) and the tables themselves
+    history = {r["table_name"]: r for r in scheduler.run_history(dag_config, now_ms)}
+    assert {t: r["status"] for t, r in history.items()} == {
+        PAST_LAG: "committed", ABOVE: "committed", TOMBSTONES: "committed", FAILING: "failed"}
+    assert history[ABOVE]["removed_superseded"] > 0
+    assert history[TOMBSTONES]["removed_expired_tombstones"] > 0
+    assert FAILING in history[FAILING]["error"]
+    reader = MetadataReader(dag_config)
+    for table in (PAST_LAG, ABOVE, TOMBSTONES):
+        assert CHECKPOINT_PROPERTY in reader.read(table).properties
+    assert CHECKPOINT_PROPERTY not in reader.read(FAILING).properties
+    assert CHECKPOINT_PROPERTY not in reader.read(BROKEN).properties  # reported, never run
+    assert dag_spark.table(f"{CATALOG}.{TOMBSTONES}").where("value IS NULL").count() == 0
+
+    # the failure was counted; with uncleanable_after_failures=1 it marked the table
+    store = StateStore(dag_config)
+    failing = store.get(FAILING)
+    assert failing.consecutive_failures == 1 and failing.uncleanable
+    assert failing.last_error.startswith(f"table {FAILING}: ")
+    assert all(store.get(t).consecutive_failures == 0 and store.get(t).last_success_ms for t in (PAST_LAG, ABOVE, TOMBSTONES))
+
+    report = _xcom(dr, "summary", "report")
+    assert report["failed"] == [FAILING]
+    assert {r["table"]: r["status"] for r in report["not_run"]} == {BROKEN: "invalid config"}
+
+
+def test_an_uncleanable_table_is_skipped_until_an_operator_clears_it(first_run, dagbag, dag_config):
+    _, tick = first_run
+    second = _run(dagbag, tick + INTERVAL)
+    evaluations = {e["table"]: e for e in _xcom(second, "evaluate", "evaluations")}
+    assert evaluations[FAILING]["status"] == "uncleanable"
+    assert "clear with: lakecleaner clear-uncleanable" in evaluations[FAILING]["reason"]
+    assert FAILING not in [j["table"] for j in _xcom(second, "evaluate")]
+    assert second.state == "success"
+    assert {r["table"]: r["status"] for r in _xcom(second, "summary", "report")["not_run"]} == {
+        BROKEN: "invalid config", FAILING: "uncleanable"}
+
+    third = _run(dagbag, tick + 2 * INTERVAL, {"clear_uncleanable": [FAILING], "tables": [FAILING]})
+    evaluations = {e["table"]: e for e in _xcom(third, "evaluate", "evaluations")}
+    assert evaluations[FAILING]["status"] == "eligible"  # cleared before evaluation
+    assert [j["table"] for j in _xcom(third, "evaluate")] == [FAILING]
+    assert third.state == "failed"  # the data file is still gone
+    state = StateStore(dag_config).get(FAILING)
+    assert state.consecutive_failures == 1 and state.uncleanable  # counted from zero again, marked again
+
+
+def test_a_backfill_applies_the_policy_as_of_each_interval_end(first_run, dagbag, dag_config):
+    _, tick = first_run
+    ends = [tick + 3 * INTERVAL, tick + 4 * INTERVAL]
+    runs = [_run(dagbag, end, {"tables": [CLEAN], "force": True, "dry_run": True}) for end in ends]
+    assert [r.state for r in runs] == ["success", "success"]
+    for run, end in zip(runs, ends):
+        assert [j["now_ms"] for j in _xcom(run, "evaluate")] == [_ms(end)]
+        states = _task_states(run)
+        assert states[("compact", CLEAN)] == "success" and states[("maintain", CLEAN)] == "skipped"  # dry run
+    history = scheduler.run_history(dag_config, tables=[CLEAN])
+    dry = [r for r in history if r["dry_run"]]
+    assert sorted(r["now_ms"] for r in dry) == [_ms(e) for e in ends]
+    assert all(r["status"] == "dry_run" for r in dry)

@@ -1,0 +1,130 @@
+"""The DAG file: imports cleanly in a DagBag, has the expected shape, and does no I/O at parse time
+(the DAG processor parses it every 30 s, on machines that may not even see the warehouse)."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+
+pytestmark = pytest.mark.airflow
+
+REPO = Path(__file__).resolve().parents[2]
+DAGS = REPO / "dags"
+DAG_FILE = DAGS / "lakecleaner_dag.py"
+# What a parse may do: read Python code (and Airflow's own files), nothing else.
+SPAWN_EVENTS = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork")
+PATH_EVENTS = ("open", "os.listdir", "os.scandir", "os.mkdir", "os.rename", "os.remove", "shutil.copyfile",
+               "shutil.make_archive", "os.chmod", "os.utime")
+
+
+class _Recorder:
+    def __init__(self):
+        self.on, self.events = False, []
+
+    def __call__(self, event, args):
+        if self.on and (event in PATH_EVENTS or event in SPAWN_EVENTS):
+            self.events.append((event, args))
+
+
+_recorder = _Recorder()
+sys.addaudithook(_recorder)  # audit hooks cannot be removed; this one records only while switched on
+
+
+def _parse():
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(DAGS), known_pools={"default_pool", "lakecleaner"})
+
+
+@pytest.fixture
+def parsed(tmp_path, monkeypatch):
+    """The DAG file parsed with a config file and a package dir that do not exist."""
+    missing = tmp_path / "nowhere" / "lakecleaner.yaml"
+    monkeypatch.setenv("LAKECLEANER_CONFIG", str(missing))
+    monkeypatch.setenv("LAKECLEANER_PACKAGE_DIR", str(tmp_path / "package"))
+    _recorder.events.clear()
+    _recorder.on = True
+    try:
+        bag = _parse()
+    finally:
+        _recorder.on = False
+    return bag, list(_recorder.events), tmp_path
+
+
+def _path(args) -> str:
+    first = args[0] if args else None
+    if isinstance(first, bytes):
+        return first.decode(errors="replace")
+    if isinstance(first, (str, os.PathLike)):
+        return os.fspath(first)
+    return ""  # a file descriptor
+
+
+def test_the_dag_file_imports_without_errors(parsed):
+    bag, _, _ = parsed
+    assert bag.import_errors == {}
+    assert "lakecleaner" in bag.dag_ids
+    assert not any(DAG_FILE.name in w for warnings in bag.captured_warnings.values() for w in warnings)
+
+
+def test_parsing_does_no_io(parsed):
+    bag, events, tmp_path = parsed
+    assert bag.import_errors == {}  # so load_config (which would fail on the missing file) was never called
+    assert [e for e, _ in events if e in SPAWN_EVENTS] == []  # no spark-submit, no airflow CLI
+    touched = [(e, _path(a)) for e, a in events if e in PATH_EVENTS]
+    suspicious = [(e, p) for e, p in touched
+                  if p.startswith(str(tmp_path))  # the (missing) config, the package dir
+                  or p.endswith((".jar", ".zip", ".yaml", ".yml", ".json"))
+                  or Path(p).resolve() in (REPO / "warehouse", REPO / "jobs", REPO / "include" / "lakecleaner.yaml")
+                  or "warehouse" in Path(p).parts]
+    assert suspicious == []
+    writes = [(e, p) for e, p in touched if e != "open" and e not in ("os.listdir", "os.scandir")
+              and "__pycache__" not in p]
+    assert writes == []
+    assert not (tmp_path / "package").exists() and not (tmp_path / "nowhere").exists()
+
+
+def test_the_dag_has_the_expected_shape(parsed):
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+    from airflow.sdk.definitions.taskgroup import MappedTaskGroup
+
+    bag, _, _ = parsed
+    dag = bag.dags["lakecleaner"]
+    assert dag.dag_id == "lakecleaner"
+    assert set(dag.task_dict) == {"evaluate", "compact", "maintain", "summary"}
+    assert type(dag.timetable).__name__ == "CronTriggerTimetable" and dag.timetable.expression == "*/15 * * * *"
+    assert dag.catchup is False and dag.max_active_runs == 1
+
+    params = {name: dag.params.get_param(name) for name in ("tables", "force", "dry_run", "clear_uncleanable")}
+    assert set(dag.params.keys()) == set(params)
+    assert params["tables"].value == [] and params["tables"].schema["type"] == "array"
+    assert params["tables"].schema["items"] == {"type": "string"}
+    assert params["clear_uncleanable"].value == [] and params["clear_uncleanable"].schema["items"] == {"type": "string"}
+    assert params["force"].value is False and params["force"].schema["type"] == "boolean"
+    assert params["dry_run"].value is False and params["dry_run"].schema["type"] == "boolean"
+    from airflow.sdk.exceptions import ParamValidationError
+
+    with pytest.raises(ParamValidationError):
+        params["tables"].resolve("t.not_a_list")
+    assert all(p.description for p in params.values())  # shown in the trigger form
+
+    evaluate, compact, maintain, summary = (dag.task_dict[t] for t in ("evaluate", "compact", "maintain", "summary"))
+    assert isinstance(compact.task_group, MappedTaskGroup) and maintain.task_group is compact.task_group
+    assert compact.upstream_task_ids == {"evaluate"}
+    assert maintain.upstream_task_ids == {"evaluate", "compact"}  # evaluate: its arguments come from XCom
+    assert summary.upstream_task_ids == {"maintain"} and summary.trigger_rule == "all_done"
+    for op, job in ((compact, "compact.py"), (maintain, "maintain.py")):
+        assert isinstance(op, SparkSubmitOperator)
+        assert op._conn_id == "spark_default" and op.pool == "lakecleaner" and op.retries == 0
+        assert op.application == str(REPO / "jobs" / job)
+        assert op.map_index_template == "{{ task.application_args[0] }}"
+    assert compact.on_failure_callback and compact.on_success_callback
+
+
+def test_the_schedule_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("LAKECLEANER_SCHEDULE", "0 * * * *")
+    dag = _parse().dags["lakecleaner"]
+    assert dag.timetable.expression == "0 * * * *"

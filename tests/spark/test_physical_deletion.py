@@ -1,0 +1,59 @@
+"""After compaction + maintenance, a removed record is in no data file reachable from any snapshot."""
+import time
+
+import pyarrow.parquet as pq
+import pytest
+
+from lakecleaner.engine import compact_table
+from lakecleaner.maintenance import maintain_table
+from lakecleaner.tables import append, create_compacted_table
+
+pytestmark = pytest.mark.spark
+
+
+def _reachable_offsets(spark, ref):
+    """(partition, offset, value) in every data file any snapshot can still reach, read raw."""
+    files = [r["file_path"] for r in spark.sql(f"SELECT DISTINCT file_path FROM {ref.meta('all_data_files')}").collect()]
+    found = set()
+    for path in files:
+        table = pq.read_table(path.replace("file:", ""), columns=["partition", "offset", "value"])
+        found |= set(zip(*(table.column(c).to_pylist() for c in ("partition", "offset", "value"))))
+    return found
+
+
+def test_removed_records_are_unreachable_after_maintenance(spark, lake_config, table_name):
+    # a GDPR table: max.compaction.lag.ms is finite
+    ref = create_compacted_table(spark, lake_config, table_name, {"max.compaction.lag.ms": "1000",
+                                                                   "delete.retention.ms": "0"})
+    append(spark, ref, [{"key": "alice", "offset": 0, "partition": 0, "value": "alice's address"},
+                        {"key": "bob", "offset": 1, "partition": 0, "value": "bob v1"}])
+    compact_table(spark, lake_config, table_name)  # clean part: alice, bob
+    append(spark, ref, [{"key": "alice", "offset": 2, "partition": 0, "value": None},  # erase alice
+                        {"key": "bob", "offset": 3, "partition": 0, "value": "bob v2"},
+                        {"key": "carol", "offset": 4, "partition": 0, "value": "carol"}])
+    stats = compact_table(spark, lake_config, table_name)
+    assert stats["removed_superseded"] == 2
+    assert (0, 0, "alice's address") in _reachable_offsets(spark, ref)  # masked, not yet gone
+    out = maintain_table(spark, lake_config, table_name)
+    assert out["rewritten_data_files"] >= 1, out
+    reachable = _reachable_offsets(spark, ref)
+    assert (0, 0, "alice's address") not in reachable and (0, 1, "bob v1") not in reachable
+    assert {(0, 2, None), (0, 3, "bob v2"), (0, 4, "carol")} <= reachable
+    # the tombstone itself goes after delete.retention.ms, and maintenance makes that physical too
+    time.sleep(0.01)
+    append(spark, ref, [{"key": "dave", "offset": 5, "partition": 0, "value": "dave"}])
+    assert compact_table(spark, lake_config, table_name)["removed_expired_tombstones"] == 1
+    maintain_table(spark, lake_config, table_name)
+    assert not {r for r in _reachable_offsets(spark, ref) if r[1] == 2}
+    assert sorted(r["offset"] for r in spark.table(ref.sql()).collect()) == [3, 4, 5]
+
+
+def test_maintenance_keeps_snapshots_younger_than_the_lag(spark, lake_config, table_name):
+    ref = create_compacted_table(spark, lake_config, table_name, {"min.compaction.lag.ms": str(3_600_000),
+                                                                   "max.compaction.lag.ms": str(7_200_000)})
+    append(spark, ref, [{"key": "a", "offset": 0, "partition": 0, "value": "x"}])
+    append(spark, ref, [{"key": "a", "offset": 1, "partition": 0, "value": "y"}])
+    before = spark.sql(f"SELECT count(*) AS n FROM {ref.meta('snapshots')}").collect()[0]["n"]
+    maintain_table(spark, lake_config, table_name)
+    after = spark.sql(f"SELECT count(*) AS n FROM {ref.meta('snapshots')}").collect()[0]["n"]
+    assert after == before  # both appends are younger than min.compaction.lag.ms: their times are needed
