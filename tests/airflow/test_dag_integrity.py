@@ -45,6 +45,8 @@ def parsed(tmp_path, monkeypatch):
     missing = tmp_path / "nowhere" / "lakecleaner.yaml"
     monkeypatch.setenv("LAKECLEANER_CONFIG", str(missing))
     monkeypatch.setenv("LAKECLEANER_PACKAGE_DIR", str(tmp_path / "package"))
+    import airflow.dag_processing.dagbag  # noqa: F401 - Airflow's own start-up is not the DAG file's parse
+
     _recorder.events.clear()
     _recorder.on = True
     try:

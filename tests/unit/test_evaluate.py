@@ -1,0 +1,104 @@
+"""Evaluation rules on synthetic metadata (no Spark, no files)."""
+import pytest
+
+from lakecleaner.config import LONG_MAX
+from lakecleaner.evaluate import MIXED, FileStat, TableMetadata, cleaning_order, evaluate_table, format_table
+from lakecleaner.rules import Checkpoint
+from lakecleaner.scheduler import plan
+
+COLUMNS = {"key": "string", "offset": "bigint", "partition": "int", "value": "string", "tombstone": "boolean"}
+NOW = 10_000_000
+
+
+def meta(files, props=None, ckpt=None, table="t.x"):
+    properties = {"cleanup.policy": "compact", **(props or {})}
+    if ckpt is not None:
+        properties["lakecleaner.checkpoint"] = ckpt.to_json()
+    return TableMetadata(table, properties, COLUMNS, files)
+
+
+def f(size, lo, hi, added, p=0):
+    return FileStat(size=size, offset_lower=lo, offset_upper=hi, added_at_ms=added, partition=p)
+
+
+def test_never_cleaned_table_is_all_dirty():
+    ev = evaluate_table(meta([f(100, 0, 9, 0)]), NOW)
+    assert (ev.clean_bytes, ev.cleanable_bytes, ev.dirty_ratio, ev.eligible) == (0, 100, 1.0, True)
+
+
+def test_dirty_ratio_against_min_cleanable_dirty_ratio():
+    ck = Checkpoint(offsets={0: 9})
+    files = [f(300, 0, 9, 0), f(100, 10, 19, 0)]
+    ev = evaluate_table(meta(files, ckpt=ck), NOW)
+    assert ev.clean_bytes == 300 and ev.cleanable_bytes == 100 and ev.dirty_ratio == 0.25
+    assert not ev.eligible and "0.25 <= min.cleanable.dirty.ratio 0.5" in ev.reason
+    ev = evaluate_table(meta(files, {"min.cleanable.dirty.ratio": "0.2"}, ck), NOW)
+    assert ev.eligible and "dirty ratio 0.25 > min.cleanable.dirty.ratio 0.2" in ev.reason
+
+
+def test_lag_boundary_young_data_is_uncleanable_and_out_of_the_ratio():
+    ck = Checkpoint(offsets={0: 9})
+    props = {"min.compaction.lag.ms": "1000"}
+    at_lag = evaluate_table(meta([f(100, 0, 9, 0), f(100, 10, 19, NOW - 1000)], props, ck), NOW)
+    assert at_lag.cleanable_bytes == 100 and at_lag.uncleanable_bytes == 0  # exactly the lag: old enough
+    young = evaluate_table(meta([f(100, 0, 9, 0), f(100, 10, 19, NOW - 999)], props, ck), NOW)
+    assert young.cleanable_bytes == 0 and young.uncleanable_bytes == 100 and young.dirty_ratio == 0
+    assert young.reason == "dirty data is younger than min.compaction.lag.ms"
+
+
+def test_must_clean_ratio_and_compaction_delay_kip354():
+    ck = Checkpoint(offsets={0: 9})
+    props = {"max.compaction.lag.ms": "5000", "min.cleanable.dirty.ratio": "0.99"}
+    files = [f(900, 0, 9, 0), f(50, 10, 14, NOW - 7000), f(50, 15, 19, NOW - 5000)]
+    ev = evaluate_table(meta(files, props, ck), NOW)
+    assert ev.must_clean_bytes == 50  # exactly max lag is not past it
+    assert ev.must_clean_ratio == pytest.approx(50 / 1000)
+    assert ev.max_compaction_delay_ms == 2000
+    assert ev.eligible and ev.reason.startswith("must clean")
+    none = evaluate_table(meta(files, {"min.cleanable.dirty.ratio": "0.99"}, ck), NOW)
+    assert none.max_compaction_lag_ms == LONG_MAX and none.must_clean_ratio == 0 and not none.eligible
+
+
+def test_straddling_file_is_prorated_and_partitions_are_separate():
+    ck = Checkpoint(offsets={0: 4, 1: 100})
+    files = [f(100, 0, 9, 0, p=0), f(100, 0, 9, 0, p=1), f(100, 0, 9, 0, p=2)]
+    ev = evaluate_table(meta(files, ckpt=ck), NOW)
+    assert ev.clean_bytes == 50 + 100 and ev.cleanable_bytes == 50 + 100  # p2 never cleaned
+
+
+def test_mixed_partition_file_uses_the_least_cleaned_partition():
+    ck = Checkpoint(offsets={0: 4, 1: 9})
+    ev = evaluate_table(meta([f(100, 0, 9, 0, p=MIXED)], ckpt=ck), NOW)
+    assert ev.cleanable_bytes == 50
+
+
+def test_tombstones_due_make_a_clean_table_eligible():
+    ck = Checkpoint(offsets={0: 9}, history=[(NOW - 2000, {0: 9}, 3)])
+    files = [f(100, 0, 9, 0)]
+    ev = evaluate_table(meta(files, {"delete.retention.ms": "1000"}, ck), NOW)
+    assert ev.tombstones_due and ev.eligible and ev.dirty_ratio == 0
+    not_yet = evaluate_table(meta(files, {"delete.retention.ms": "2000"}, ck), NOW)
+    assert not not_yet.tombstones_due and not not_yet.eligible and not_yet.reason == "clean"
+
+
+def test_invalid_config_and_uncleanable_rows():
+    bad = evaluate_table(meta([], {"compaction.strategy": "bogus"}), NOW)
+    assert bad.status == "invalid config" and "table t.x: compaction.strategy='bogus' is invalid" in bad.reason
+    marked = evaluate_table(meta([f(100, 0, 9, 0)]), NOW, uncleanable_reason="uncleanable after 3 failed runs")
+    assert marked.status == "uncleanable" and not marked.eligible
+
+
+def test_order_must_clean_first_then_dirty_ratio():
+    ck = Checkpoint(offsets={0: 9})
+    a = evaluate_table(meta([f(100, 0, 9, 0), f(300, 10, 19, NOW)], ckpt=ck, table="t.a"), NOW)  # ratio .75
+    b = evaluate_table(meta([f(100, 0, 9, 0), f(100, 10, 19, 0)], {"max.compaction.lag.ms": "10",
+                                                                   "min.cleanable.dirty.ratio": "0.9"},
+                            ck, table="t.b"), NOW)  # ratio .5 but must clean
+    c = evaluate_table(meta([f(100, 0, 9, 0), f(900, 10, 19, NOW)], ckpt=ck, table="t.c"), NOW)  # ratio .9
+    assert [e.table for e in cleaning_order([a, b, c])] == ["t.b", "t.c", "t.a"]
+    d = evaluate_table(meta([f(100, 0, 9, 0)], ckpt=ck, table="t.d"), NOW)  # clean
+    jobs = plan([a, b, c, d])
+    assert [(j.table, j.priority) for j in jobs] == [("t.b", 1), ("t.c", 2), ("t.a", 3)]
+    assert [j.table for j in plan([a, b, c, d], only=["t.a", "t.d"])] == ["t.a"]
+    assert [j.table for j in plan([a, b, c, d], only=["t.a", "t.d"], force=True)] == ["t.a", "t.d"]
+    assert "t.b" in format_table([a, b, c, d]) and "must clean" in format_table([b])
