@@ -10,7 +10,8 @@ when no retained snapshot references a file that holds it. So, per table, after 
 2. expire every snapshot older than the rewrite, except those younger than min.compaction.lag.ms:
    the compaction reads append times from them (rule 3), and dropping them early would make young
    records look old;
-3. remove orphan files (left by failed writes) at most once per ``ORPHAN_CADENCE_MS``, and only
+3. merge manifests once there are more than ``MAX_DATA_MANIFESTS`` (metadata only);
+4. remove orphan files (left by failed writes) at most once per ``ORPHAN_CADENCE_MS``, and only
    files older than ``ORPHAN_MIN_AGE_MS`` so that no in-flight write loses its files.
 
 Guarantee (README): with max.compaction.lag.ms = L, schedule interval I and min.compaction.lag.ms
@@ -30,6 +31,9 @@ from .state import StateStore
 REWRITE_DELETE_RATIO = 0.2
 ORPHAN_CADENCE_MS = 86_400_000
 ORPHAN_MIN_AGE_MS = 3 * 86_400_000
+# Each append adds a manifest; evaluation reads every live manifest of every table, so past this
+# many they are merged (Iceberg's rewrite_manifests) to keep per-table evaluation cost flat.
+MAX_DATA_MANIFESTS = 8
 
 
 def _clean_part_sql(tc, ckpt: Checkpoint) -> str | None:
@@ -74,6 +78,11 @@ def maintain_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None
                         f"older_than => TIMESTAMP '{older_than}', retain_last => 1)").collect()
         out["files_deleted_by_expiry"] = sum(int(v or 0) for c, v in res[0].asDict().items()
                                              if c.startswith("deleted_")) if res else 0
+    manifests = spark.sql(f"SELECT count(*) AS n FROM {ref.meta('manifests')} WHERE content = 0").collect()[0]["n"]
+    out["data_manifests"] = manifests
+    if manifests > MAX_DATA_MANIFESTS:
+        res = spark.sql(f"CALL `{ref.catalog}`.system.rewrite_manifests(table => '{ref.short}')").collect()
+        out["data_manifests"] = int(res[0]["added_manifests_count"]) if res else manifests
     store = StateStore(cfg)
     state = store.get(ref.short)
     if state.last_orphan_cleanup_ms is None or now_ms - state.last_orphan_cleanup_ms >= ORPHAN_CADENCE_MS:

@@ -133,7 +133,7 @@ def _xcom(dr, task_id, key="return_value"):
 
 
 def _task_states(dr) -> dict[tuple[str, str | None], str]:
-    """(task_id, rendered map index: the table for compact/maintain) -> state."""
+    """(task_id, table) -> state; the table of a mapped instance is its job's (evaluate's list entry)."""
     from sqlalchemy import select
 
     from airflow.models.taskinstance import TaskInstance as TI
@@ -141,7 +141,21 @@ def _task_states(dr) -> dict[tuple[str, str | None], str]:
 
     with create_session() as session:
         tis = session.scalars(select(TI).where(TI.dag_id == dr.dag_id, TI.run_id == dr.run_id)).all()
-        return {(ti.task_id, ti.rendered_map_index): ti.state for ti in tis}
+        jobs = _xcom(dr, "evaluate") or []
+        return {(ti.task_id, jobs[ti.map_index]["table"] if ti.map_index >= 0 else None): ti.state for ti in tis}
+
+
+def _map_index_names(dr, task_id: str) -> dict[int, str | None]:
+    """The names the UI shows for a mapped task's instances (rendered from map_index_template)."""
+    from sqlalchemy import select
+
+    from airflow.models.taskinstance import TaskInstance as TI
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        tis = session.scalars(select(TI).where(TI.dag_id == dr.dag_id, TI.run_id == dr.run_id,
+                                               TI.task_id == task_id)).all()
+        return {ti.map_index: ti.rendered_map_index for ti in tis}
 
 
 @pytest.fixture(scope="module")
@@ -175,7 +189,10 @@ def test_one_run_cleans_the_eligible_tables_filthiest_first_and_fails_for_the_br
     assert all(j["now_ms"] == now_ms and j["compact_args"][:1] == [j["table"]] for j in jobs)
     assert all(f"--now-ms {now_ms}" in " ".join(j["compact_args"]) for j in jobs)
 
-    # each mapped instance is named after its table; only the failing table's job failed
+    # each mapped instance that ran is named after its table in the UI
+    assert _map_index_names(dr, "compact") == {i: j["table"] for i, j in enumerate(jobs)}
+    assert _map_index_names(dr, "maintain") == {0: PAST_LAG, 1: ABOVE, 2: None, 3: TOMBSTONES}  # 2 never ran
+    # only the failing table's job failed
     states = _task_states(dr)
     assert {t: s for (task, t), s in states.items() if task == "compact"} == {
         PAST_LAG: "success", ABOVE: "success", FAILING: "failed", TOMBSTONES: "success"}
