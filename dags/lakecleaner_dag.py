@@ -9,6 +9,9 @@ Wiring only. Nothing here reads the config, the warehouse or the Iceberg jar at 
 
 - The run's "now" is its data interval end (a backfill re-applies the policy as of each interval;
   a manual run without an interval uses its logical date, else run_after).
+- Order: mapped instances are numbered in evaluate's order (filthiest first) and the scheduler
+  queues equal-weight instances by map index, so with a full pool the filthiest table goes first;
+  compactions outrank maintenance (more downstream weight).
 - A failing table fails only its own mapped instance; ``summary`` (all_done) then fails the run.
 - Each compaction's outcome is recorded (``scheduler.record_outcome``): failures in a row are
   counted and the Nth (``cleaner.uncleanable_after_failures``) marks the table uncleanable; later
@@ -16,7 +19,7 @@ Wiring only. Nothing here reads the config, the warehouse or the Iceberg jar at 
   ``lakecleaner clear-uncleanable``).
 - Environment: ``LAKECLEANER_CONFIG`` (the YAML), ``LAKECLEANER_SCHEDULE`` (cron, default every 15
   min), ``LAKECLEANER_PACKAGE_DIR`` (where the --py-files zip is built; must be visible to the
-  worker that runs spark-submit), and an Airflow connection ``spark_default`` naming the Spark master
+  worker that runs spark-submit; default $AIRFLOW_HOME/lakecleaner), and an Airflow connection ``spark_default`` naming the Spark master
   (without it SparkSubmitHook falls back to YARN), e.g. for the embedded setup
   ``AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type":"spark","host":"local[*]"}'``.
 """

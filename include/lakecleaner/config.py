@@ -301,11 +301,19 @@ class CleanerConfig:
 
 
 @dataclass(frozen=True)
+class QualityConfig:
+    # Per rule (by its name in lakecleaner.quality): "fail" fails the validation task, "warn" logs.
+    severity: Mapping[str, str] = field(default_factory=dict)
+    anomalous_share_max: float = 0.05  # header/column strategies: share of records without a valid version
+
+
+@dataclass(frozen=True)
 class LakecleanerConfig:
     catalog: CatalogConfig = field(default_factory=CatalogConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
     cleaner: CleanerConfig = field(default_factory=CleanerConfig)
     defaults: Mapping[str, Any] = field(default_factory=dict)
+    quality: QualityConfig = field(default_factory=QualityConfig)
     source: str = "<built-in>"
 
     @property
@@ -334,7 +342,7 @@ def load_config(path: str | os.PathLike | None = None) -> LakecleanerConfig:
     raw = yaml.safe_load(path.read_text()) or {}
     if not isinstance(raw, Mapping):
         raise ConfigError(None, "<file>", str(path), "top level must be a mapping")
-    unknown = set(raw) - {"catalog", "spark", "cleaner", "defaults"}
+    unknown = set(raw) - {"catalog", "spark", "cleaner", "defaults", "quality"}
     if unknown:
         raise ConfigError(None, sorted(unknown)[0], "...", f"unknown section in {path}")
     catalog = _section(raw, "catalog", CatalogConfig, str(path))
@@ -358,8 +366,15 @@ def load_config(path: str | os.PathLike | None = None) -> LakecleanerConfig:
     cleaner = _section(raw, "cleaner", CleanerConfig, str(path))
     if not isinstance(cleaner.threads, int) or isinstance(cleaner.threads, bool) or cleaner.threads < 1:
         raise ConfigError(None, "cleaner.threads", cleaner.threads, "must be a positive integer")
+    quality = _section(raw, "quality", QualityConfig, str(path))
+    for rule, level in dict(quality.severity).items():
+        if level not in ("fail", "warn"):
+            raise ConfigError(None, f"quality.severity.{rule}", level, "must be fail or warn")
+    if not isinstance(quality.anomalous_share_max, (int, float)) or not 0 <= quality.anomalous_share_max <= 1:
+        raise ConfigError(None, "quality.anomalous_share_max", quality.anomalous_share_max, "must be between 0 and 1")
     return LakecleanerConfig(
         catalog=catalog,
+        quality=quality,
         spark=_section(raw, "spark", SparkConfig, str(path)),
         cleaner=cleaner,
         defaults=defaults,

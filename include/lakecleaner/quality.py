@@ -1,0 +1,198 @@
+"""Data-quality suites (great-expectations 1.x on Spark) built from each table's own config.
+
+A compacted table is a promise; each expectation checks one rule of it and names that rule. The
+batch GX validates is the table plus the engine's own derived columns (`lc_p`, `lc_o`, `lc_key`,
+`lc_tomb`, `lc_ver`, `lc_has_ver`: the same expressions the compaction uses), so the suites restate
+no rule: they query it. Every query is selective (LIMIT), since GX collects unexpected rows.
+
+Results are kept per table and run in a file-backed GX context next to the warehouse, with Data
+Docs built to its site directory, plus a compact JSON summary per run that the Airflow UI reads.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .config import CHECKPOINT_PROPERTY, LakecleanerConfig, TableConfig
+from .engine import TableRef, _Frames, load_table_config
+from .rules import Checkpoint
+
+OFFENDING_ROWS = 5
+
+
+class QualityError(RuntimeError):
+    """A fail-severity expectation failed; the message names the rule and shows offending keys."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str  # the rule it guards, shown in the UI and in errors
+    description: str
+    query: str  # over {batch}
+
+
+def quality_root(cfg: LakecleanerConfig) -> Path:
+    base = cfg.cleaner.state_location or f"{cfg.catalog.warehouse.rstrip('/')}/_lakecleaner"
+    if "://" in base and not base.startswith("file:"):
+        raise ValueError(f"data-quality results need a local directory; set cleaner.state_location (got {base})")
+    return Path(base.removeprefix("file:")) / "quality"
+
+
+def docs_dir(cfg: LakecleanerConfig) -> Path:
+    return quality_root(cfg) / "gx" / "uncommitted" / "data_docs" / "local_site"
+
+
+def _expired_pred(ckpt: Checkpoint, now_ms: int, retention_ms: int) -> str | None:
+    terms = []
+    for p in ckpt.offsets:
+        h = ckpt.expired_through(p, now_ms, retention_ms)
+        if h is not None:
+            terms.append(f"lc_o <= {h}" if p is None else f"(lc_p = {p} AND lc_o <= {h})")
+    return " OR ".join(terms) or None
+
+
+def _clean_pred(ckpt: Checkpoint) -> str | None:
+    terms = [f"lc_o <= {o}" if p is None else f"(lc_p = {p} AND lc_o <= {o})" for p, o in ckpt.offsets.items()]
+    return " OR ".join(terms) or None
+
+
+def build_rules(tc: TableConfig, ckpt: Checkpoint, now_ms: int, interval_ms: int, max_delay_ms: int,
+                anomalous_share_max: float) -> list[Rule]:
+    keys = ", ".join(f"`{k}`" for k in tc.key_columns)
+    with_log_end = "(SELECT *, max(lc_o) OVER (PARTITION BY lc_p) AS lc_log_end FROM {batch})"
+    not_log_end = "lc_o < lc_log_end" if tc.retain_log_end_record else "TRUE"
+    rules = []
+    expired = _expired_pred(ckpt, now_ms - interval_ms, tc.delete_retention_ms)
+    if expired:
+        rules.append(Rule(
+            "tombstone expiry (delete.retention.ms)",
+            f"no tombstone is still here more than delete.retention.ms={tc.delete_retention_ms} plus one schedule "
+            f"interval after the run that first cleaned it",
+            f"SELECT {keys}, lc_p AS partition_id, lc_o AS offset_id FROM {with_log_end} "
+            f"WHERE lc_tomb AND ({expired}) AND {not_log_end} LIMIT {OFFENDING_ROWS}"))
+    clean = _clean_pred(ckpt)
+    if clean:
+        rules.append(Rule(
+            "one record per key",
+            "the cleaned part holds one record per key (per partition), except each partition's log end",
+            f"SELECT {keys}, lc_p AS partition_id, count(*) AS records FROM {with_log_end} "
+            f"WHERE ({clean}) AND {not_log_end} GROUP BY lc_p, {keys} HAVING count(*) > 1 LIMIT {OFFENDING_ROWS}"))
+        rules.append(Rule(
+            f"the winner is right ({tc.strategy} strategy)",
+            "no cleaned record is beaten under the table's strategy by another cleaned record of its key",
+            f"SELECT {keys}, lc_p AS partition_id, lc_o AS offset_id FROM ("
+            f"SELECT *, row_number() OVER (PARTITION BY lc_p, lc_key ORDER BY lc_has_ver DESC, lc_ver DESC, lc_o DESC)"
+            f" AS lc_rank FROM {with_log_end} WHERE ({clean})) WHERE lc_rank > 1 AND {not_log_end} "
+            f"LIMIT {OFFENDING_ROWS}"))
+    null_key = " OR ".join(f"`{k}` IS NULL" for k in tc.key_columns)
+    rules.append(Rule("no null keys outside quarantine", "keyless records are moved to the quarantine table",
+                      f"SELECT lc_p AS partition_id, lc_o AS offset_id FROM {{batch}} WHERE {null_key} LIMIT {OFFENDING_ROWS}"))
+    rules.append(Rule("offsets unique per partition", "Kafka's contract: one record per (partition, offset)",
+                      f"SELECT lc_p AS partition_id, lc_o AS offset_id, count(*) AS records FROM {{batch}} "
+                      f"GROUP BY lc_p, lc_o HAVING count(*) > 1 LIMIT {OFFENDING_ROWS}"))
+    if tc.strategy in ("header", "column"):
+        rules.append(Rule(
+            "anomalous versions below threshold",
+            f"at most {anomalous_share_max:.1%} of records lack a valid version ({tc.strategy} strategy)",
+            f"SELECT share FROM (SELECT avg(CASE WHEN lc_has_ver THEN 0.0 ELSE 1.0 END) AS share FROM {{batch}}) "
+            f"WHERE share > {anomalous_share_max}"))
+    rules.append(Rule(
+        "freshness (max.compaction.lag.ms)",
+        f"max compaction delay {max_delay_ms} ms: dirty data is cleaned within max.compaction.lag.ms",
+        f"SELECT {max_delay_ms} AS max_compaction_delay_ms FROM {{batch}} WHERE {max_delay_ms} > 0 LIMIT 1"))
+    return rules
+
+
+def _quiet_gx() -> None:
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    for name in ("great_expectations", "great_expectations.core", "great_expectations.data_context"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def validate_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None = None,
+                   run_name: str | None = None, interval_ms: int = 15 * 60_000, raise_on_failure: bool = True) -> dict:
+    """Run the table's suite; keep the result and Data Docs; raise QualityError on a failed rule
+    whose severity is 'fail'."""
+    _quiet_gx()
+    import great_expectations as gx
+    import great_expectations.expectations as gxe
+    from great_expectations.core.run_identifier import RunIdentifier
+
+    from .metadata import MetadataReader
+    from .evaluate import evaluate_table
+
+    ref = TableRef.parse(table, cfg.catalog.name)
+    now_ms = int(now_ms if now_ms is not None else time.time() * 1000)
+    run_name = run_name or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now_ms / 1000))
+    tc, props = load_table_config(spark, cfg, ref)
+    ckpt = Checkpoint.from_json(props.get(CHECKPOINT_PROPERTY))
+    delay = evaluate_table(MetadataReader(cfg).read(ref.short), now_ms, cfg.defaults).max_compaction_delay_ms
+    severity = dict(cfg.quality.severity)
+    rules = build_rules(tc, ckpt, now_ms, interval_ms, delay, cfg.quality.anomalous_share_max)
+
+    fr = _Frames(tc)
+    batch_df = spark.table(ref.sql()).select(
+        "*", fr.p.alias("lc_p"), fr.o.alias("lc_o"), fr.key.alias("lc_key"), fr.tomb.alias("lc_tomb"),
+        fr.version.alias("lc_ver"), fr.has_version.alias("lc_has_ver"))
+    root = quality_root(cfg)
+    root.mkdir(parents=True, exist_ok=True)
+    ctx = gx.get_context(mode="file", project_root_dir=str(root))
+    ctx.variables.progress_bars = {"globally": False}
+    source = ctx.data_sources.add_or_update_spark(cfg.catalog.name)
+    asset = next((a for a in source.assets if a.name == ref.short), None) or source.add_dataframe_asset(ref.short)
+    batch = next(iter(asset.batch_definitions), None) or asset.add_batch_definition_whole_dataframe("whole table")
+    suite = gx.ExpectationSuite(name=ref.short)
+    for rule in rules:
+        suite.add_expectation(gxe.UnexpectedRowsExpectation(
+            unexpected_rows_query=rule.query, description=f"{rule.name}: {rule.description}",
+            meta={"rule": rule.name, "severity": severity.get(rule.name, "fail")}))
+    suite = ctx.suites.add_or_update(suite)
+    vd = ctx.validation_definitions.add_or_update(gx.ValidationDefinition(data=batch, suite=suite, name=ref.short))
+    checkpoint = ctx.checkpoints.add_or_update(gx.Checkpoint(
+        name=ref.short, validation_definitions=[vd], actions=[gx.checkpoint.UpdateDataDocsAction(name="data docs")],
+        result_format={"result_format": "COMPLETE"}))  # COMPLETE: the offending rows (queries carry a LIMIT)
+    run = checkpoint.run(batch_parameters={"dataframe": batch_df}, run_id=RunIdentifier(run_name=run_name))
+    results = list(run.run_results.values())[0].results
+
+    outcome = []
+    by_name = {r.name: r for r in rules}
+    for res in results:
+        meta = res.expectation_config.meta or {}
+        rows = (res.result or {}).get("details", {}).get("unexpected_rows") or []
+        outcome.append({"rule": meta.get("rule"), "severity": meta.get("severity", "fail"), "success": bool(res.success),
+                        "description": by_name[meta.get("rule")].description,
+                        "offending": [_plain(r) for r in rows[:OFFENDING_ROWS]]})
+    failed = [o for o in outcome if not o["success"] and o["severity"] == "fail"]
+    warned = [o for o in outcome if not o["success"] and o["severity"] != "fail"]
+    summary = {"table": ref.short, "run_name": run_name, "now_ms": now_ms, "success": not failed,
+               "warnings": len(warned), "rules": outcome, "docs": str(docs_dir(cfg) / "index.html")}
+    out = root / "results" / ref.short
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{run_name.replace(':', '')}.json").write_text(json.dumps(summary, sort_keys=True, default=str))
+    if failed and raise_on_failure:
+        first = failed[0]
+        raise QualityError(f"table {ref.short}: data-quality rule failed: {first['rule']}: {first['description']}; "
+                           f"offending rows: {first['offending']}"
+                           + (f" (and {len(failed) - 1} more failed rules)" if len(failed) > 1 else ""))
+    return summary
+
+
+def _plain(row: Any) -> Any:
+    if isinstance(row, dict):
+        return {k: _plain(v) for k, v in row.items()}
+    if hasattr(row, "asDict"):
+        return _plain(row.asDict(recursive=True))
+    return row if isinstance(row, (int, float, str, bool, type(None))) else str(row)
+
+
+def list_results(cfg: LakecleanerConfig, table: str | None = None) -> list[dict]:
+    """Kept validation summaries, newest first (for the CLI and the Airflow UI)."""
+    root = quality_root(cfg) / "results"
+    paths = (root / table).glob("*.json") if table else root.glob("*/*.json")
+    out = [json.loads(p.read_text()) for p in paths]
+    return sorted(out, key=lambda r: r["now_ms"], reverse=True)

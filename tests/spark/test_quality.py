@@ -1,0 +1,99 @@
+"""Each expectation fails on a table built to break exactly its rule, and passes after a correct
+compaction."""
+import time
+
+import pytest
+
+from lakecleaner.config import CHECKPOINT_PROPERTY
+from lakecleaner.engine import compact_table
+from lakecleaner.quality import QualityError, list_results, validate_table
+from lakecleaner.rules import Checkpoint, encode_version_header
+from lakecleaner.tables import append, create_compacted_table
+
+pytestmark = pytest.mark.spark
+
+
+def _rows(start, n, keys=3, **extra):
+    return [{"key": f"k{i % keys}", "offset": i, "partition": 0, "value": f"v{i}", **extra} for i in range(start, start + n)]
+
+
+def _set_checkpoint(spark, ref, ckpt):
+    spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ('{CHECKPOINT_PROPERTY}' = '{ckpt.to_json()}')")
+
+
+def _failed_rules(summary):
+    return {r["rule"] for r in summary["rules"] if not r["success"]}
+
+
+def test_a_correctly_compacted_table_passes_every_rule(spark, lake_config, table_name):
+    ref = create_compacted_table(spark, lake_config, table_name, {"delete.retention.ms": "0"})
+    append(spark, ref, _rows(0, 30) + [{"key": "gone", "offset": 30, "partition": 0, "value": None}])
+    compact_table(spark, lake_config, table_name)
+    append(spark, ref, _rows(31, 3))
+    compact_table(spark, lake_config, table_name)  # the tombstone expired and went
+    summary = validate_table(spark, lake_config, table_name, interval_ms=0)
+    assert summary["success"] and not _failed_rules(summary), summary
+    assert {r["rule"] for r in summary["rules"]} >= {"tombstone expiry (delete.retention.ms)", "one record per key",
+                                                     "the winner is right (offset strategy)"}
+    assert list_results(lake_config, ref.short)[0]["run_name"] == summary["run_name"]
+
+
+def test_tombstone_kept_past_its_horizon_fails_tombstone_expiry(spark, lake_config, table_name):
+    ref = create_compacted_table(spark, lake_config, table_name, {"delete.retention.ms": "1000"})
+    append(spark, ref, [{"key": "a", "offset": 0, "partition": 0, "value": None},
+                        {"key": "b", "offset": 1, "partition": 0, "value": "x"}])
+    now = int(time.time() * 1000)
+    _set_checkpoint(spark, ref, Checkpoint().advanced(now - 10_000, {0: 1}, {}, 1000, 1))  # cleaned 10 s ago
+    with pytest.raises(QualityError, match=rf"table {table_name}: data-quality rule failed: tombstone expiry.*'key': 'a'"):
+        validate_table(spark, lake_config, table_name, now_ms=now, interval_ms=0)
+    # within one schedule interval the tombstone is allowed to be still there
+    ok = validate_table(spark, lake_config, table_name, now_ms=now, interval_ms=60_000)
+    assert "tombstone expiry (delete.retention.ms)" not in _failed_rules(ok)
+
+
+def test_duplicate_keys_in_the_cleaned_part_fail_one_record_per_key(spark, lake_config, table_name):
+    ref = create_compacted_table(spark, lake_config, table_name)
+    append(spark, ref, _rows(0, 6, keys=2) + _rows(6, 1, keys=100))
+    _set_checkpoint(spark, ref, Checkpoint(offsets={0: 6}))  # claims cleaned, but never was
+    summary = validate_table(spark, lake_config, table_name, raise_on_failure=False)
+    assert {"one record per key", "the winner is right (offset strategy)"} <= _failed_rules(summary)
+    offenders = next(r for r in summary["rules"] if r["rule"] == "one record per key")["offending"]
+    assert {o["key"] for o in offenders} == {"k0", "k1"}
+
+
+def test_wrong_winner_under_the_header_strategy_fails(spark, lake_config, table_name):
+    ref = create_compacted_table(spark, lake_config, table_name, {"compaction.strategy": "header",
+                                                                  "compaction.strategy.header": "v"})
+    h = lambda v: [{"key": "v", "value": encode_version_header(v)}]  # noqa: E731
+    append(spark, ref, [{"key": "a", "offset": 0, "partition": 0, "value": "new", "headers": h(9)},
+                        {"key": "a", "offset": 1, "partition": 0, "value": "stale", "headers": h(1)},
+                        {"key": "z", "offset": 2, "partition": 0, "value": "end", "headers": h(1)}])
+    _set_checkpoint(spark, ref, Checkpoint(offsets={0: 2}))
+    summary = validate_table(spark, lake_config, table_name, raise_on_failure=False)
+    winner = next(r for r in summary["rules"] if r["rule"] == "the winner is right (header strategy)")
+    assert not winner["success"] and winner["offending"][0]["offset_id"] == 1
+    spark.sql(f"ALTER TABLE {ref.sql()} UNSET TBLPROPERTIES ('{CHECKPOINT_PROPERTY}')")  # drop the false claim
+    compact_table(spark, lake_config, table_name)
+    assert validate_table(spark, lake_config, table_name)["success"]
+
+
+def test_null_keys_duplicate_offsets_and_anomalies_fail_their_rules(spark, lake_config, table_name):
+    ref = create_compacted_table(spark, lake_config, table_name, {"compaction.strategy": "header",
+                                                                  "compaction.strategy.header": "v"})
+    append(spark, ref, [{"key": None, "offset": 0, "partition": 0, "value": "x"},
+                        {"key": "a", "offset": 1, "partition": 0, "value": "x"},
+                        {"key": "b", "offset": 1, "partition": 0, "value": "y"}])
+    summary = validate_table(spark, lake_config, table_name, raise_on_failure=False)
+    failed = _failed_rules(summary)
+    assert {"no null keys outside quarantine", "offsets unique per partition"} <= failed
+    anomalies = next(r for r in summary["rules"] if r["rule"] == "anomalous versions below threshold")
+    assert not anomalies["success"] and anomalies["severity"] == "fail"
+
+
+def test_freshness_fails_when_dirty_data_is_past_max_lag(spark, lake_config, table_name):
+    ref = create_compacted_table(spark, lake_config, table_name, {"max.compaction.lag.ms": "1"})
+    append(spark, ref, _rows(0, 3))
+    with pytest.raises(QualityError, match="freshness"):
+        validate_table(spark, lake_config, table_name, now_ms=int(time.time() * 1000) + 60_000)
+    compact_table(spark, lake_config, table_name)
+    assert validate_table(spark, lake_config, table_name)["success"]
