@@ -67,6 +67,23 @@ def cmd_compact(args) -> int:
     return code
 
 
+def cmd_validate(args) -> int:
+    cfg = load_config(args.config)
+    job_args = [args.table] + (["--now-ms", str(args.now_ms)] if args.now_ms is not None else [])
+    code, result, stderr = run_job(cfg, cfg.source, "validate.py", job_args)
+    if result is None:
+        result = {"table": args.table, "success": False,
+                  "error": f"table {args.table}: the Spark job died without a result (exit {code}): {stderr[-2000:]}"}
+        code = code or 1
+    if "rules" in result:
+        for rule in result["rules"]:
+            mark = "ok  " if rule["success"] else ("FAIL" if rule["severity"] == "fail" else "warn")
+            print(f"{mark} {rule['rule']}" + (f"  offending: {rule['offending']}" if not rule["success"] else ""))
+        print(f"data docs: {result['docs']}")
+    print(json.dumps(result, sort_keys=True, default=str))
+    return code
+
+
 def cmd_evaluate(args) -> int:
     from .evaluate import format_table
     from .scheduler import evaluate_all, plan
@@ -110,6 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--now-ms", type=int, help="the run's 'now' in epoch ms (default: the wall clock)")
     p.add_argument("--dry-run", action="store_true", help="compute the same figures, commit nothing")
     p.set_defaults(func=cmd_compact)
+    p = sub.add_parser("validate", help="run the table's data-quality suite (great-expectations on Spark)")
+    p.add_argument("table")
+    p.add_argument("--now-ms", type=int)
+    p.set_defaults(func=cmd_validate)
     p = sub.add_parser("evaluate", help="dirty and must-clean ratios of every compacted table, from metadata only")
     p.add_argument("tables", nargs="*", help="namespace.table (default: every compacted table)")
     p.add_argument("--now-ms", type=int)
