@@ -52,3 +52,57 @@ def table_name(request) -> str:
 def _no_fail_points(monkeypatch):
     monkeypatch.delenv("LAKECLEANER_FAIL_AT", raising=False)
     os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory):
+    """A real Spark standalone cluster on loopback: one master, one worker (pip's pyspark has no
+    sbin scripts; spark-class starts the daemons). Yields the master URL and its web UI."""
+    import json
+    import subprocess
+    import time
+    import urllib.request
+
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    logs = tmp_path_factory.mktemp("spark-cluster")
+    port, ui = _free_port(), _free_port()
+    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
+           "SPARK_WORKER_DIR": str(logs / "work")}
+    master = subprocess.Popen([str(home / "bin" / "spark-class"), "org.apache.spark.deploy.master.Master",
+                               "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui)],
+                              env=env, stdout=open(logs / "master.log", "w"), stderr=subprocess.STDOUT)
+    url = f"spark://127.0.0.1:{port}"
+    worker = subprocess.Popen([str(home / "bin" / "spark-class"), "org.apache.spark.deploy.worker.Worker", url,
+                               "--host", "127.0.0.1", "--cores", "2", "--memory", "2g",
+                               "--webui-port", str(_free_port())],
+                              env=env, stdout=open(logs / "worker.log", "w"), stderr=subprocess.STDOUT)
+    try:
+        deadline = time.time() + 90
+        while True:
+            try:
+                state = json.load(urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=2))
+                if any(w.get("state") == "ALIVE" for w in state.get("workers", [])):
+                    break
+            except OSError:
+                pass
+            if time.time() > deadline or master.poll() is not None or worker.poll() is not None:
+                raise RuntimeError(f"Spark standalone cluster did not come up; logs in {logs}")
+            time.sleep(1)
+        yield {"url": url, "ui": f"http://127.0.0.1:{ui}"}
+    finally:
+        for proc in (worker, master):
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
