@@ -54,27 +54,28 @@ def run_job(cfg, config_path: str, job: str, job_args: list[str]) -> tuple[int, 
     return proc.returncode, result, "\n".join(proc.stderr.splitlines()[-30:])
 
 
+def run_table_job(cfg, job: str, table: str, extra: list[str]) -> tuple[int, dict]:
+    """Submit a per-table job; a job that died before reporting still gives a result naming the table."""
+    code, result, stderr = run_job(cfg, cfg.source, job, [table, *extra])
+    if result is None:
+        result = {"table": table, "status": "failed", "success": False,
+                  "error": f"table {table}: the Spark job died without a result (exit {code}): {stderr[-2000:]}"}
+        code = code or 1
+    return code, result
+
+
 def cmd_compact(args) -> int:
     cfg = load_config(args.config)
-    job_args = [args.table] + (["--now-ms", str(args.now_ms)] if args.now_ms is not None else []) + (
-        ["--dry-run"] if args.dry_run else [])
-    code, result, stderr = run_job(cfg, cfg.source, "compact.py", job_args)
-    if result is None:
-        result = {"table": args.table, "status": "failed",
-                  "error": f"table {args.table}: the Spark job died without a result (exit {code}): {stderr[-2000:]}"}
-        code = code or 1
+    extra = (["--now-ms", str(args.now_ms)] if args.now_ms is not None else []) + (["--dry-run"] if args.dry_run else [])
+    code, result = run_table_job(cfg, "compact.py", args.table, extra)
     print(json.dumps(result, sort_keys=True))
     return code
 
 
 def cmd_validate(args) -> int:
     cfg = load_config(args.config)
-    job_args = [args.table] + (["--now-ms", str(args.now_ms)] if args.now_ms is not None else [])
-    code, result, stderr = run_job(cfg, cfg.source, "validate.py", job_args)
-    if result is None:
-        result = {"table": args.table, "success": False,
-                  "error": f"table {args.table}: the Spark job died without a result (exit {code}): {stderr[-2000:]}"}
-        code = code or 1
+    code, result = run_table_job(cfg, "validate.py", args.table,
+                                 ["--now-ms", str(args.now_ms)] if args.now_ms is not None else [])
     if "rules" in result:
         for rule in result["rules"]:
             mark = "ok  " if rule["success"] else ("FAIL" if rule["severity"] == "fail" else "warn")
