@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install demo test unit bench lint clean airflow
+.PHONY: install demo test unit bench lint clean airflow browser-deps
 
 $(STAMP): requirements.txt requirements-dev.txt requirements.lock pyproject.toml
 	@command -v java >/dev/null || { echo "lakecleaner needs a JDK (17) on PATH for Spark" >&2; exit 1; }
@@ -49,6 +49,15 @@ airflow: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/hadolint Dockerfile
+
+# Headless Chromium for tests/airflow/test_browser.py: Debian's packages (no browser download works
+# here). Idempotent: installs only when missing. Needs root, as CI and these machines run.
+browser-deps:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then \
+		echo "chromium and chromedriver are installed"; \
+	else \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	fi
 
 clean:
 	rm -rf warehouse spark-warehouse .pytest_cache .hypothesis benchmarks/results

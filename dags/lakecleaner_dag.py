@@ -5,7 +5,7 @@ its compaction.
 Wiring only. Nothing here reads the config, the warehouse or the Iceberg jar at parse time: the
 ``evaluate`` task does all of that when the run starts. The logic is in ``lakecleaner.scheduler``.
 
-    evaluate ──> [compact ──> maintain] per planned table (mapped, pool "lakecleaner") ──> summary
+    evaluate ──> [compact ──> maintain ──> validate] per planned table (mapped, pool "lakecleaner") ──> summary
 
 - The run's "now" is its data interval end (a backfill re-applies the policy as of each interval;
   a manual run without an interval uses its logical date, else run_after).
@@ -156,13 +156,18 @@ def lakecleaner():
             return []
         config_path = str(Path(cfg.source).resolve())
         shared = scheduler.submit_options(cfg, _package_dir())
+        run_name = (context.get("logical_date") or context["dag_run"].run_after).isoformat()
+        start, end = context.get("data_interval_start"), context.get("data_interval_end")
+        interval_ms = int((end - start).total_seconds() * 1000) if start and end and end > start else 15 * 60_000
         return [{"table": j.table, "priority": j.priority, "reason": j.reason, "now_ms": now_ms, "config": config_path,
                  "compact_args": scheduler.job_args(j.table, config_path, now_ms, params["dry_run"]),
-                 "maintain_args": scheduler.job_args(j.table, config_path, now_ms), **shared} for j in jobs]
+                 "maintain_args": scheduler.job_args(j.table, config_path, now_ms),
+                 "validate_args": scheduler.validate_args(j.table, config_path, now_ms, run_name, interval_ms),
+                 **shared} for j in jobs]
 
     # One instance per planned table; prefix_group_id=False keeps the task ids "compact"/"maintain".
     @task_group(group_id="clean_table", prefix_group_id=False)
-    def clean_table(table, priority, reason, now_ms, config, compact_args, maintain_args,
+    def clean_table(table, priority, reason, now_ms, config, compact_args, maintain_args, validate_args,
                     py_files, jars, packages, conf, env_vars):
         submit = dict(conn_id=SPARK_CONN_ID, pool=POOL, py_files=py_files, jars=jars, packages=packages, conf=conf,
                       env_vars=env_vars, map_index_template="{{ task.application_args[0] }}")
@@ -170,12 +175,15 @@ def lakecleaner():
             task_id="compact", application=str(jobs_dir() / "compact.py"), application_args=compact_args,
             name="lakecleaner-compact", on_success_callback=on_compact_success, on_failure_callback=on_compact_failure,
             **submit)
-        # >>> Data-quality validation of the compacted table goes here (next issue): between compact and
-        # >>> maintain, so maintenance never runs on a table whose compaction left it in a bad state.
         maintain = SparkSubmitOperator(
             task_id="maintain", application=str(jobs_dir() / "maintain.py"), application_args=maintain_args,
             name="lakecleaner-maintain", pre_execute=_skip_on_dry_run, **submit)
-        compact >> maintain
+        # Data quality: the table's great-expectations suite; a failed rule fails this task (and the
+        # run), with the rule and offending keys in its log. Runs after a skipped (dry-run) maintain.
+        validate = SparkSubmitOperator(
+            task_id="validate", application=str(jobs_dir() / "validate.py"), application_args=validate_args,
+            name="lakecleaner-validate", trigger_rule=TriggerRule.NONE_FAILED, **submit)
+        compact >> maintain >> validate
 
     @task(trigger_rule=TriggerRule.ALL_DONE)
     def summary(**context) -> None:
@@ -185,7 +193,7 @@ def lakecleaner():
             raise AirflowFailException("lakecleaner: evaluate did not finish; nothing was cleaned")
         evaluations = ti.xcom_pull(task_ids="evaluate", key="evaluations") or []
         states = ti.get_task_states(dag_id=ti.dag_id, run_ids=[ti.run_id],
-                                    task_ids=["compact", "maintain"]).get(ti.run_id, {})
+                                    task_ids=["compact", "maintain", "validate"]).get(ti.run_id, {})
         history = []
         if jobs:
             try:

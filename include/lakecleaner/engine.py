@@ -104,6 +104,16 @@ def load_table_config(spark, cfg: LakecleanerConfig, ref: TableRef) -> tuple[Tab
 
 
 def _first_line(exc: BaseException) -> str:
+    """A one-line reason. For a Spark (Java) failure, the root cause: py4j's own first line only
+    says which call failed ('An error occurred while calling o223.collectToPython')."""
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        try:
+            while java.getCause() is not None and java.getCause() != java:
+                java = java.getCause()
+            return str(java.toString()).splitlines()[0][:500]
+        except Exception:  # noqa: BLE001 - fall back to the Python text
+            pass
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
 
 

@@ -124,29 +124,17 @@ def job_args(table: str, config_path: str, now_ms: int, dry_run: bool = False) -
     return [table, "--config", str(config_path), "--now-ms", str(int(now_ms))] + (["--dry-run"] if dry_run else [])
 
 
+def validate_args(table: str, config_path: str, now_ms: int, run_name: str, interval_ms: int) -> list[str]:
+    """Arguments of jobs/validate.py: results are kept under the run's logical date (run_name), and a
+    tombstone may outlive its horizon by one schedule interval."""
+    return job_args(table, config_path, now_ms) + ["--run-name", run_name, "--interval-ms", str(int(interval_ms))]
+
+
 def run_history(cfg: LakecleanerConfig, now_ms: int | None = None, tables: Iterable[str] | None = None) -> list[dict]:
-    """Rows of <catalog>.<meta_namespace>.run_history (read with pyiceberg, no Spark), oldest first;
-    [] while the table does not exist yet."""
-    from pyiceberg.expressions import AlwaysTrue, And, EqualTo, In
+    """This interval's runs of these tables, oldest first (see lakecleaner.history)."""
+    from .history import read_history
 
-    from .metadata import MetadataReader
-
-    try:
-        tbl = MetadataReader(cfg).load(f"{cfg.cleaner.meta_namespace}.run_history")
-    except (FileNotFoundError, OSError) as exc:
-        log.info("lakecleaner: no run history yet (%s)", exc)
-        return []
-    except Exception as exc:  # noqa: BLE001 - pyiceberg's NoSuchTableError and friends
-        if type(exc).__name__.startswith("NoSuch"):
-            return []
-        raise
-    where = AlwaysTrue()
-    if now_ms is not None:
-        where = And(where, EqualTo("now_ms", int(now_ms)))
-    if tables is not None:
-        where = And(where, In("table_name", tuple(tables)))
-    rows = tbl.scan(row_filter=where).to_arrow().to_pylist()
-    return sorted(rows, key=lambda r: (r["started_at"] is None, r["started_at"]))
+    return read_history(cfg, None, None, now_ms=now_ms, tables=tables, newest_first=False)
 
 
 def failure_reason(cfg: LakecleanerConfig, table: str, now_ms: int, fallback: str) -> str:
@@ -161,26 +149,28 @@ def failure_reason(cfg: LakecleanerConfig, table: str, now_ms: int, fallback: st
 
 
 NOTEWORTHY = ("invalid config", "unreadable", "uncleanable")
-OK_STATES = {"compact": ("success",), "maintain": ("success", "skipped")}
+OK_STATES = {"compact": ("success",), "maintain": ("success", "skipped"), "validate": ("success",)}
+DOWNSTREAM = ("maintain", "validate")  # upstream_failed there is the compaction's failure, already counted
 
 
 def summarize(evaluations: list[dict], jobs: list[dict], states: dict[str, str | None],
               history: list[dict] = ()) -> dict:
     """What one scheduler run did, per planned table: the final state of its compact and maintain
-    tasks (``states`` maps "compact_<i>"/"maintain_<i>" to a task state, i = the job's position) and
-    its run-history figures; plus the tables that were not run for a reason an operator must see.
-    ``failed`` lists every table whose compact or maintain task did not end well."""
+    tasks (``states`` maps "compact_<i>"/"maintain_<i>"/"validate_<i>" to a task state, i = the job's
+    position) and its run-history figures; plus the tables that were not run for a reason an operator
+    must see. ``failed`` lists every table whose compact, maintain or validate task did not end well
+    (a failed data-quality rule fails the run)."""
     latest = {r["table_name"]: r for r in history}  # oldest first, so the last row of a table wins
     tables, failed = [], []
     for i, job in enumerate(jobs):
         row = {"table": job["table"], "priority": job["priority"], "reason": job.get("reason", ""),
-               "compact": states.get(f"compact_{i}"), "maintain": states.get(f"maintain_{i}")}
+               **{task: states.get(f"{task}_{i}") for task in OK_STATES}}
         hist = latest.get(job["table"])
         if hist:
             row.update({k: hist.get(k) for k in ("status", "error", "records_read", "records_kept", "removed_superseded",
                                                  "removed_expired_tombstones", "quarantined", "duration_ms")})
-        if row["compact"] not in OK_STATES["compact"] or (
-                row["maintain"] not in OK_STATES["maintain"] and row["maintain"] != "upstream_failed"):
+        if row["compact"] not in OK_STATES["compact"] or any(
+                row[task] not in OK_STATES[task] and row[task] != "upstream_failed" for task in DOWNSTREAM):
             failed.append(job["table"])
         tables.append(row)
     not_run = [{"table": e["table"], "status": e["status"], "reason": e["reason"]}
@@ -191,7 +181,8 @@ def summarize(evaluations: list[dict], jobs: list[dict], states: dict[str, str |
             f" run={row['status']} read={row['records_read']} kept={row['records_kept']}"
             f" superseded={row['removed_superseded']} tombstones={row['removed_expired_tombstones']}"
             + (f" error={row['error']}" if row.get("error") else ""))
-        lines.append(f"  #{row['priority']} {row['table']}: compact={row['compact']} maintain={row['maintain']}{figures}")
+        lines.append(f"  #{row['priority']} {row['table']}: compact={row['compact']} maintain={row['maintain']} "
+                     f"validate={row['validate']}{figures}")
     for row in not_run:
         lines.append(f"  not run: {row['table']} ({row['status']}): {row['reason']}")
     return {"tables": tables, "not_run": not_run, "failed": failed, "text": "\n".join(lines)}

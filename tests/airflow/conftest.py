@@ -6,6 +6,7 @@ file is loaded, before any test module of this directory imports Airflow.
 """
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import shutil
@@ -19,6 +20,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 DAGS = REPO / "dags"
 AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="lakecleaner-airflow-test-"))
+atexit.register(shutil.rmtree, AIRFLOW_HOME, True)
 
 os.environ.update({
     "AIRFLOW_HOME": str(AIRFLOW_HOME),
@@ -26,8 +28,6 @@ os.environ.update({
     "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
     "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
     "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{AIRFLOW_HOME}/airflow.db",
-    "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-    "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
     "AIRFLOW__LOGGING__COLORED_CONSOLE_LOG": "False",
     "AIRFLOW_CONN_SPARK_DEFAULT": '{"conn_type":"spark","host":"local[2]"}',
     "LAKECLEANER_PACKAGE_DIR": str(AIRFLOW_HOME / "lakecleaner"),
@@ -42,18 +42,12 @@ os.environ.pop("LAKECLEANER_SCHEDULE", None)
 logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _airflow_home():
-    yield AIRFLOW_HOME
-    shutil.rmtree(AIRFLOW_HOME, ignore_errors=True)
-
-
 @pytest.fixture(scope="session")
-def airflow_db(_airflow_home) -> Path:
+def airflow_db() -> Path:
     """The metadata database, migrated once per session (SQLite in the throwaway AIRFLOW_HOME)."""
     proc = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return _airflow_home / "airflow.db"
+    return AIRFLOW_HOME / "airflow.db"
 
 
 @pytest.fixture(scope="session")

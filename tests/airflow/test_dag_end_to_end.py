@@ -18,6 +18,7 @@ from lakecleaner import scheduler
 from lakecleaner.config import CHECKPOINT_PROPERTY, load_config
 from lakecleaner.engine import compact_table
 from lakecleaner.metadata import MetadataReader
+from lakecleaner.quality import list_results
 from lakecleaner.state import StateStore
 from lakecleaner.tables import append, create_compacted_table
 
@@ -201,6 +202,11 @@ def test_one_run_cleans_the_eligible_tables_filthiest_first_and_fails_for_the_br
         PAST_LAG: "success", ABOVE: "success", FAILING: "failed", TOMBSTONES: "success"}
     assert {t: s for (task, t), s in states.items() if task == "maintain"} == {
         PAST_LAG: "success", ABOVE: "success", FAILING: "upstream_failed", TOMBSTONES: "success"}
+    # the data-quality suite ran on every compacted table and its verdict was kept under the run's date
+    assert {t: s for (task, t), s in states.items() if task == "validate"} == {
+        PAST_LAG: "success", ABOVE: "success", FAILING: "upstream_failed", TOMBSTONES: "success"}
+    verdicts = {t: list_results(dag_config, t) for t in (PAST_LAG, ABOVE, TOMBSTONES)}
+    assert all(v and v[0]["success"] and v[0]["now_ms"] == now_ms for v in verdicts.values()), verdicts
     assert states[("evaluate", None)] == "success" and states[("summary", None)] == "failed"
 
     # what the jobs did, from run history (as of the run's now) and the tables themselves
@@ -258,6 +264,7 @@ def test_a_backfill_applies_the_policy_as_of_each_interval_end(first_run, dagbag
         assert [j["now_ms"] for j in _xcom(run, "evaluate")] == [_ms(end)]
         states = _task_states(run)
         assert states[("compact", CLEAN)] == "success" and states[("maintain", CLEAN)] == "skipped"  # dry run
+        assert states[("validate", CLEAN)] == "success"
     history = scheduler.run_history(dag_config, tables=[CLEAN])
     dry = [r for r in history if r["dry_run"]]
     assert sorted(r["now_ms"] for r in dry) == [_ms(e) for e in ends]

@@ -96,7 +96,7 @@ def test_the_dag_has_the_expected_shape(parsed):
     bag, _, _ = parsed
     dag = bag.dags["lakecleaner"]
     assert dag.dag_id == "lakecleaner"
-    assert set(dag.task_dict) == {"evaluate", "compact", "maintain", "summary"}
+    assert set(dag.task_dict) == {"evaluate", "compact", "maintain", "validate", "summary"}
     assert type(dag.timetable).__name__ == "CronTriggerTimetable" and dag.timetable.expression == "*/15 * * * *"
     assert dag.catchup is False and dag.max_active_runs == 1
 
@@ -113,12 +113,15 @@ def test_the_dag_has_the_expected_shape(parsed):
         params["tables"].resolve("t.not_a_list")
     assert all(p.description for p in params.values())  # shown in the trigger form
 
-    evaluate, compact, maintain, summary = (dag.task_dict[t] for t in ("evaluate", "compact", "maintain", "summary"))
-    assert isinstance(compact.task_group, MappedTaskGroup) and maintain.task_group is compact.task_group
+    evaluate, compact, maintain, validate, summary = (
+        dag.task_dict[t] for t in ("evaluate", "compact", "maintain", "validate", "summary"))
+    assert isinstance(compact.task_group, MappedTaskGroup)
+    assert maintain.task_group is compact.task_group and validate.task_group is compact.task_group
     assert compact.upstream_task_ids == {"evaluate"}
     assert maintain.upstream_task_ids == {"evaluate", "compact"}  # evaluate: its arguments come from XCom
-    assert summary.upstream_task_ids == {"maintain"} and summary.trigger_rule == "all_done"
-    for op, job in ((compact, "compact.py"), (maintain, "maintain.py")):
+    assert validate.upstream_task_ids == {"evaluate", "maintain"} and validate.trigger_rule == "none_failed"
+    assert summary.upstream_task_ids == {"validate"} and summary.trigger_rule == "all_done"
+    for op, job in ((compact, "compact.py"), (maintain, "maintain.py"), (validate, "validate.py")):
         assert isinstance(op, SparkSubmitOperator)
         assert op._conn_id == "spark_default" and op.pool == "lakecleaner" and op.retries == 0
         assert op.application == str(REPO / "jobs" / job)
