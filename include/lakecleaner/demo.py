@@ -6,8 +6,12 @@ surviving records are exactly what the reference model of the rules says.
 """
 from __future__ import annotations
 
-import json
+import datetime as dt
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 from .config import load_config
 from .engine import TableRef, compact_table
@@ -70,48 +74,103 @@ def describe(spark, cfg, table: str) -> dict:
     return {"records": row["n"], "distinct_keys": row["keys"], "tombstones": sum(r.tombstone for r in records)}
 
 
+def airflow_env(cfg) -> dict:
+    """The environment `make airflow` uses, so the UI shows the demo's DAG run afterwards."""
+    from .cli import REPO_ROOT
+
+    home = REPO_ROOT / "airflow_home"
+    return {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO_ROOT / "plugins"), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW_CONN_SPARK_DEFAULT": '{"conn_type":"spark","host":"local[*]"}', "SPARK_LOCAL_IP": "127.0.0.1",
+            "LAKECLEANER_CONFIG": str(Path(cfg.source).resolve()), "PYSPARK_PYTHON": sys.executable,
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def run_dag(cfg, logical_date: dt.datetime) -> int:
+    """One run of the lakecleaner DAG (`airflow dags test`): evaluate, then compact, maintain and
+    validate each eligible table with spark-submit. Its log goes to airflow_home/demo-dag-run.log."""
+    env = airflow_env(cfg)
+    home = Path(env["AIRFLOW_HOME"])
+    home.mkdir(exist_ok=True)
+    log = home / "demo-dag-run.log"
+    with log.open("w") as out:
+        for cmd in ([sys.executable, "-m", "airflow", "db", "migrate"], [sys.executable, "-m", "lakecleaner.airflow_setup"],
+                    [sys.executable, "-m", "airflow", "dags", "test", "lakecleaner", logical_date.isoformat()]):
+            code = subprocess.run(cmd, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
+            if code != 0:
+                print(f"   `{' '.join(cmd[2:])}` exited {code}; see {log}")
+                return code
+    return 0
+
+
 def main(args=None) -> int:
+    from .evaluate import format_table
+    from .history import read_history
+    from .quality import list_results
+    from .scheduler import evaluate_all
     from .spark import get_spark
 
     cfg = load_config()
     print(f"lakecleaner demo: catalog {cfg.catalog.name!r} ({cfg.catalog.type}) at {cfg.catalog.warehouse}")
     spark = get_spark(cfg, "lakecleaner-demo")
-    seed = getattr(args, "seed", 7)
     t0 = time.time()
-    tables, versions = build(spark, cfg, seed=seed)
-    print(f"built {len(tables)} tables from {len(DEMO_TABLES)} producers' streams in {time.time() - t0:.1f}s\n")
-    failures = 0
-    for table in tables:
-        ref = TableRef.parse(table, cfg.catalog.name)
-        before = describe(spark, cfg, table)
+    tables, versions = build(spark, cfg, seed=getattr(args, "seed", 7))
+    print(f"built {len(tables)} tables from several producers' streams in {time.time() - t0:.1f}s")
+    before = {}
+    for table in tables:  # what the rules say must survive, from the table as it is now
         records, tc = read_model_records(spark, cfg, table)
-        props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {ref.sql()}").collect()}
-        now = int(time.time() * 1000)
-        expected = compact(records, Checkpoint.from_json(props.get("lakecleaner.checkpoint")), tc, now)
-        stats = compact_table(spark, cfg, table, now_ms=now)
-        after = describe(spark, cfg, table)
+        props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {TableRef.parse(table, cfg.catalog.name).sql()}").collect()}
+        before[table] = (records, tc, Checkpoint.from_json(props.get("lakecleaner.checkpoint")), describe(spark, cfg, table))
+    spark.stop()  # the DAG's Spark jobs run as their own applications
+
+    logical = dt.datetime.now(dt.timezone.utc).replace(microsecond=0) + dt.timedelta(seconds=5)
+    print("\nevaluation before the run (metadata only):\n" + format_table(evaluate_all(cfg, tables, int(logical.timestamp() * 1000))))
+    time.sleep(max(0.0, logical.timestamp() - time.time()))
+    print(f"\nrunning the lakecleaner DAG once (airflow dags test, logical date {logical.isoformat()}): "
+          "evaluate -> compact -> maintain -> validate per table ...")
+    t0 = time.time()
+    code = run_dag(cfg, logical)
+    print(f"DAG run finished in {time.time() - t0:.0f}s" + ("" if code == 0 else " with failures"))
+    print("\nevaluation after the run:\n" + format_table(evaluate_all(cfg, tables)))
+
+    spark = get_spark(cfg, "lakecleaner-demo")
+    failures = int(code != 0)
+    for table in tables:
+        records, tc, ckpt, shape = before[table]
+        runs = [r for r in read_history(cfg, table) if r["status"] == "committed"]
+        if not runs:
+            print(f"\n== {table}: no committed run")
+            failures += 1
+            continue
+        stats = runs[0]
+        expected = compact(records, ckpt, tc, stats["now_ms"])
+        ref = TableRef.parse(table, cfg.catalog.name)
         got = sorted((r[0], r[1]) for r in spark.table(ref.sql()).select(
             f"`{tc.partition_column}`" if tc.partition_column else "null", f"`{tc.offset_column}`").collect())
-        want = sorted(r.id for r in expected.survivors(records))
-        ok = got == want
+        ok = got == sorted(r.id for r in expected.survivors(records))
         failures += not ok
-        print(f"== {table}  (strategy={tc.strategy}{', header=' + tc.version_header if tc.strategy == 'header' else ''}"
+        after = describe(spark, cfg, table)
+        verdict = (list_results(cfg, table) or [{}])[0]
+        print(f"\n== {table}  (strategy={tc.strategy}{', header=' + tc.version_header if tc.strategy == 'header' else ''}"
               f"{', column=' + tc.version_column if tc.strategy == 'column' else ''}, keys={','.join(tc.key_columns)})")
-        print(f"   before: {before['records']:>6} records {before['distinct_keys']:>5} distinct keys "
-              f"{before['tombstones']:>4} tombstones")
-        print(f"   after:  {after['records']:>6} records {after['distinct_keys']:>5} distinct keys "
-              f"{after['tombstones']:>4} tombstones")
-        print(f"   removed: {stats['removed_superseded']} superseded, {stats['removed_expired_tombstones']} expired "
-              f"tombstones; {stats['quarantined']} keyless moved to {ref.short}__quarantine; "
-              f"{stats['anomalous']} anomalous versions; {stats['bytes_written']} bytes of delete files "
-              f"in {stats['duration_ms'] / 1000:.1f}s")
+        print(f"   before: {shape['records']:>6} records {shape['distinct_keys']:>5} distinct keys {shape['tombstones']:>4} tombstones")
+        print(f"   after:  {after['records']:>6} records {after['distinct_keys']:>5} distinct keys {after['tombstones']:>4} tombstones")
+        print(f"   removed: {stats['removed_superseded']} superseded, {stats['removed_expired_tombstones']} expired tombstones; "
+              f"{stats['quarantined']} keyless moved to {table}{cfg.cleaner.quarantine_suffix}; "
+              f"{stats['anomalous']} anomalous versions; in {stats['duration_ms'] / 1000:.1f}s")
         note = {"offset": "arrival order beat the producers' order",
                 "header": "a malformed version header loses, KIP-280"}.get(tc.strategy, "")
         print(f"   keys left at a stale version: {stale_keys(got, versions)}" + (f" ({note})" if note else ""))
-        print(f"   rules check: {'OK, the survivors are exactly the reference model' if ok else 'MISMATCH'} "
-              f"({len(want)} records)")
-        print(f"   {json.dumps({k: stats[k] for k in ('records_read', 'records_kept', 'checkpoint')})}\n")
-    print("tombstones stay for delete.retention.ms (default 1 day) after the run that cleaned them, then go;")
-    print(f"run history: {cfg.history_table}; compact one table yourself: lakecleaner compact {tables[0]}")
+        print(f"   rules check: {'OK, the survivors are exactly the reference model' if ok else 'MISMATCH'}")
+        if verdict:
+            failed = [r["rule"] for r in verdict["rules"] if not r["success"]]
+            print(f"   data quality: {'PASSED' if verdict['success'] else 'FAILED'} ({len(verdict['rules'])} rules"
+                  + (f"; not met: {', '.join(failed)}" if failed else "") + ")")
+        else:
+            print("   data quality: no verdict (validation did not run)")
     spark.stop()
+    print(f"\ntombstones stay for delete.retention.ms (default 1 day) after the run that cleaned them, then go.")
+    print(f"run history: {cfg.history_table}; data docs: {(list_results(cfg) or [{'docs': '-'}])[0]['docs']}")
+    print("see it in the Airflow UI: `make airflow`, then http://localhost:8080 (user admin; the password is printed "
+          "and written to airflow_home/simple_auth_manager_passwords.json.generated) -> Lake Cleaner")
     return 1 if failures else 0

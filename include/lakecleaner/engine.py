@@ -30,7 +30,7 @@ from .rules import (
     REASON_SUPERSEDED, Checkpoint, allot_budget,
 )
 
-IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # used with fullmatch: "$" would accept a trailing newline
 # Up to this many keys (or removals) are broadcast to the scan of the clean part instead of
 # shuffling the clean part: the clean side then streams at scan speed. Above it the run falls back
 # to a shuffle join (with Spark's runtime Bloom filter), so memory stays bounded for any key count.
@@ -69,7 +69,7 @@ class TableRef:
         parts = table.split(".")
         if len(parts) == 2:
             parts = [default_catalog, *parts]
-        if len(parts) != 3 or not all(IDENT.match(p) for p in parts):
+        if len(parts) != 3 or not all(IDENT.fullmatch(p) for p in parts):
             raise ConfigError(table, "table", table,
                               "expected namespace.table or catalog.namespace.table, letters/digits/_ only")
         if parts[0] != default_catalog:

@@ -160,6 +160,8 @@ def test_bad_identifier_is_rejected_before_any_work(spark, lake_config):
         compact_table(spark, lake_config, "db.bad-name")
     with pytest.raises(ConfigError, match="catalog 'other' is not the configured 'lake'"):
         compact_table(spark, lake_config, "other.db.t")
+    with pytest.raises(ConfigError, match="letters/digits/_ only"):
+        compact_table(spark, lake_config, "db.t\n")  # a trailing newline is not part of a name
 
 
 def test_not_a_compacted_table_is_refused(spark, lake_config, table_name):

@@ -1,0 +1,75 @@
+"""The Lake Cleaner UI's view model (lakecleaner.dashboard) on hand-made inputs: no Spark, no Airflow."""
+from lakecleaner.config import LONG_MAX
+from lakecleaner.dashboard import (FRESHNESS_RULE, build_overview, build_table, docs_pages, run_point,
+                                   valid_table_name, validation_point)
+
+
+def _ev(table, **kw):
+    return {"table": table, "status": "eligible", "reason": "r", "strategy": "offset", "dirty_ratio": 0.6,
+            "must_clean_ratio": 0.0, "max_compaction_delay_ms": 0, "min_cleanable_dirty_ratio": 0.5,
+            "max_compaction_lag_ms": LONG_MAX, **kw}
+
+
+def _run(table, run_id, now_ms, **kw):
+    return {"run_id": run_id, "table_name": table, "status": "committed", "dry_run": False, "now_ms": now_ms,
+            "records_read": 10, "dirty_records_in_run": 4, "removed_superseded": 3, "removed_expired_tombstones": 1,
+            "quarantined": 0, "bytes_read": 100, "bytes_written": 10, "duration_ms": 1000, **kw}
+
+
+def test_table_names_are_namespace_dot_table_of_identifiers():
+    assert valid_table_name("shop.orders") and valid_table_name("_a.b_2")
+    for bad in ("shop", "a.b.c", "shop.or-ders", "../etc.passwd", "shop.orders/x", "1a.b", "a.", ".b", "a.b\n", "",
+                None, "a" * 129 + ".b"):
+        assert not valid_table_name(bad), bad
+
+
+def test_run_point_derives_totals_and_the_dirty_share_proxy():
+    p = run_point(_run("t.a", "r1", 0))
+    assert p["removed_total"] == 4 and p["dirty_share_read"] == 0.4 and p["at"] == "1970-01-01 00:00:00 UTC"
+    failed = run_point({"run_id": "r2", "status": "failed", "error": "boom", "now_ms": 5})
+    assert failed["removed_total"] == 0 and failed["dirty_share_read"] is None
+
+
+def test_validation_point_reads_the_freshness_delay():
+    ok = validation_point({"run_name": "x", "now_ms": 1, "success": True,
+                           "rules": [{"rule": FRESHNESS_RULE, "success": True, "offending": []}]})
+    assert ok["delay_ms"] == 0 and ok["failed"] == []
+    late = validation_point({"run_name": "y", "now_ms": 1, "success": False, "rules": [
+        {"rule": FRESHNESS_RULE, "success": False, "severity": "fail", "description": "d",
+         "offending": [{"max_compaction_delay_ms": 1234}]}]}, "validations/a/b/y/t/p.html")
+    assert late["delay_ms"] == 1234 and late["failed"][0]["rule"] == FRESHNESS_RULE
+    assert late["docs_page"] == "validations/a/b/y/t/p.html"
+    assert validation_point({"rules": []})["delay_ms"] is None  # no freshness rule: nothing to chart
+
+
+def test_overview_takes_each_tables_newest_run_and_validation():
+    history = [_run("t.a", "new", 2), _run("t.b", "b1", 2), _run("t.a", "old", 1)]  # newest first
+    results = [{"table": "t.a", "run_name": "v2", "now_ms": 2, "success": False, "rules": []},
+               {"table": "t.a", "run_name": "v1", "now_ms": 1, "success": True, "rules": []}]
+    rows = build_overview([_ev("t.b"), _ev("t.a", max_compaction_lag_ms=60_000, max_compaction_delay_ms=5)],
+                          history, results, {"t.a": {"uncleanable": True, "consecutive_failures": 3}},
+                          {"t.a": {"v2": "validations/t/a/v2/x/p.html"}})
+    a, b = rows  # sorted by table
+    assert a["table"] == "t.a" and a["last_run"]["run_id"] == "new" and a["quality"]["run_name"] == "v2"
+    assert a["quality"]["docs_page"] == "validations/t/a/v2/x/p.html"
+    assert a["uncleanable"] and a["consecutive_failures"] == 3
+    assert a["max_compaction_lag_ms"] == 60_000 and not a["within_bound"]
+    assert b["quality"] is None and b["max_compaction_lag_ms"] is None and b["within_bound"]
+
+
+def test_table_view_charts_runs_oldest_first_without_dry_runs():
+    history = [_run("t.a", "r3", 3), _run("t.a", "r2", 2, status="dry_run", dry_run=True), _run("t.a", "r1", 1)]
+    view = build_table(_ev("t.a"), history, [], {}, {})
+    assert [r["run_id"] for r in view["runs"]] == ["r1", "r2", "r3"]
+    assert [r["run_id"] for r in view["charted_runs"]] == ["r1", "r3"]
+    assert view["last_run"]["run_id"] == "r3" and view["validations"] == []
+
+
+def test_docs_pages_finds_the_newest_validation_page_per_run(tmp_path):
+    for run, stamp in (("v1", "20260101T000000Z"), ("v1", "20260102T000000Z"), ("v2", "20260103T000000Z")):
+        page = tmp_path / "validations" / "t" / "a" / run / stamp / "batch.html"
+        page.parent.mkdir(parents=True)
+        page.write_text("x")
+    assert docs_pages(tmp_path, "t.a") == {"v1": "validations/t/a/v1/20260102T000000Z/batch.html",
+                                           "v2": "validations/t/a/v2/20260103T000000Z/batch.html"}
+    assert docs_pages(tmp_path, "t.none") == {}
