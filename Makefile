@@ -21,7 +21,7 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/lakecleaner demo
 
-test: $(STAMP)
+test: $(STAMP) browser-deps
 	$(BIN)/python -m pytest -q
 
 unit: $(STAMP)
