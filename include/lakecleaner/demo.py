@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from .config import load_config
-from .engine import TableRef, compact_table
+from .engine import TableRef
 from .generator import CDC_SCHEMA, cdc_rows, produce
 from .model import compact
 from .rules import Checkpoint
@@ -169,7 +169,7 @@ def main(args=None) -> int:
         else:
             print("   data quality: no verdict (validation did not run)")
     spark.stop()
-    print(f"\ntombstones stay for delete.retention.ms (default 1 day) after the run that cleaned them, then go.")
+    print("\ntombstones stay for delete.retention.ms (default 1 day) after the run that cleaned them, then go.")
     print(f"run history: {cfg.history_table}; data docs: {(list_results(cfg) or [{'docs': '-'}])[0]['docs']}")
     print("see it in the Airflow UI: `make airflow`, then http://localhost:8080 (user admin; the password is printed "
           "and written to airflow_home/simple_auth_manager_passwords.json.generated) -> Lake Cleaner")

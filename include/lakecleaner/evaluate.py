@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping
 
-from .config import CHECKPOINT_PROPERTY, ConfigError, TableConfig, is_compacted, resolve_table
+from .config import CHECKPOINT_PROPERTY, ConfigError, TableConfig, resolve_table
 from .rules import Checkpoint
 
 MIXED = object()  # a data file holding several Kafka partitions
