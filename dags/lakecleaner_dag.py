@@ -206,6 +206,15 @@ def lakecleaner():
         for row in report["not_run"]:
             log.warning("lakecleaner: %s not run (%s): %s", row["table"], row["status"], row["reason"])
         ti.xcom_push(key="report", value={k: v for k, v in report.items() if k != "text"})
+        if jobs or evaluations:  # Kafka's cleaner metrics, kept next to the cleaner state
+            try:
+                cfg = load_config(jobs[0]["config"]) if jobs else load_config()
+                now_ms = jobs[0]["now_ms"] if jobs else _now_ms(context)
+                metrics = scheduler.cleaner_metrics(cfg, evaluations, report, now_ms)
+                log.info("lakecleaner: cleaner metrics %s (%s)", metrics["overall"], metrics["path"])
+                ti.xcom_push(key="metrics", value=metrics["overall"])
+            except Exception as exc:  # noqa: BLE001 - metrics are a courtesy; the states decide the run
+                log.warning("lakecleaner: cannot write cleaner metrics: %s", exc)
         if report["failed"]:
             raise AirflowFailException(f"lakecleaner: {len(report['failed'])} table(s) failed: "
                                        + ", ".join(report["failed"]))

@@ -90,7 +90,7 @@ def cmd_evaluate(args) -> int:
     from .scheduler import evaluate_all, plan
 
     cfg = load_config(args.config)
-    evaluations = evaluate_all(cfg, args.tables or None, args.now_ms)
+    evaluations = evaluate_all(cfg, args.tables or None, args.now_ms, args.namespace or ())
     if args.json:
         print(json.dumps([e.as_dict() for e in evaluations], sort_keys=True))
     else:
@@ -134,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_validate)
     p = sub.add_parser("evaluate", help="dirty and must-clean ratios of every compacted table, from metadata only")
     p.add_argument("tables", nargs="*", help="namespace.table (default: every compacted table)")
+    p.add_argument("--namespace", action="append", help="only tables of this namespace (repeatable)")
     p.add_argument("--now-ms", type=int)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_evaluate)

@@ -297,7 +297,6 @@ class CleanerConfig:
     namespaces: tuple[str, ...] = ()  # empty = every namespace
     state_location: str = ""  # where failure counts and uncleanable marks live; "" = <warehouse>/_lakecleaner
     uncleanable_after_failures: int = 3  # consecutive failed runs before a table is marked uncleanable
-    schedule: str = "*/15 * * * *"  # the DAG's schedule (cron)
 
 
 @dataclass(frozen=True)

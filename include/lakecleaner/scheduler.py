@@ -22,13 +22,15 @@ from .state import StateStore
 log = logging.getLogger("lakecleaner")
 
 
-def evaluate_all(cfg: LakecleanerConfig, tables: Iterable[str] | None = None, now_ms: int | None = None) -> list[Evaluation]:
-    """One row per compacted table. A table whose metadata cannot be read or whose config is invalid
-    gets a row saying so; the others are still evaluated."""
+def evaluate_all(cfg: LakecleanerConfig, tables: Iterable[str] | None = None, now_ms: int | None = None,
+                 namespaces: Iterable[str] = ()) -> list[Evaluation]:
+    """One row per compacted table (of ``namespaces``, default cleaner.namespaces or all). A table
+    whose metadata cannot be read or whose config is invalid gets a row saying so; the others are
+    still evaluated."""
     now_ms = int(now_ms if now_ms is not None else time.time() * 1000)
     reader, store = MetadataReader(cfg), StateStore(cfg)
     requested = list(tables or [])
-    names = requested or reader.list_tables()
+    names = requested or reader.list_tables(tuple(namespaces))
     quarantine = cfg.cleaner.quarantine_suffix
     out = []
     for name in names:
@@ -186,3 +188,38 @@ def summarize(evaluations: list[dict], jobs: list[dict], states: dict[str, str |
     for row in not_run:
         lines.append(f"  not run: {row['table']} ({row['status']}): {row['reason']}")
     return {"tables": tables, "not_run": not_run, "failed": failed, "text": "\n".join(lines)}
+
+
+def cleaner_metrics(cfg: LakecleanerConfig, evaluations: list[dict], report: dict, now_ms: int) -> dict:
+    """Kafka's cleaner metrics for one scheduler run, per table and overall (max dirty percent, max
+    compaction delay, time since last successful run, uncleanable count, last run's statistics),
+    written next to the cleaner state under metrics/<now_ms>.json and returned."""
+    import json
+
+    from pyiceberg.io import load_file_io
+
+    store = StateStore(cfg)
+    last_runs = {row["table"]: row for row in report.get("tables", [])}
+    tables = {}
+    for e in evaluations:
+        state = store.get(e["table"])
+        tables[e["table"]] = {
+            "status": e["status"], "dirty_percent": round(100 * e.get("dirty_ratio", 0.0), 2),
+            "max_compaction_delay_ms": e.get("max_compaction_delay_ms", 0),
+            "time_since_last_success_ms": (now_ms - state.last_success_ms) if state.last_success_ms else None,
+            "consecutive_failures": state.consecutive_failures,
+            "last_run": {k: v for k, v in last_runs.get(e["table"], {}).items() if k != "table"} or None}
+    overall = {
+        "tables": len(tables),
+        "max_dirty_percent": max((t["dirty_percent"] for t in tables.values()), default=0.0),
+        "max_compaction_delay_ms": max((t["max_compaction_delay_ms"] for t in tables.values()), default=0),
+        "uncleanable_count": sum(t["status"] == "uncleanable" for t in tables.values()),
+        "failed_this_run": len(report.get("failed", [])),
+    }
+    metrics = {"now_ms": now_ms, "overall": overall, "tables": tables}
+    io = load_file_io(cfg.catalog.pyiceberg_properties_resolved(), store.base)
+    path = f"{store.base.rsplit('/', 1)[0]}/metrics/{now_ms}.json"
+    with io.new_output(path).create(overwrite=True) as fh:
+        fh.write(json.dumps(metrics, sort_keys=True, default=str).encode())
+    metrics["path"] = path
+    return metrics

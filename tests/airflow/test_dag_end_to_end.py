@@ -232,6 +232,9 @@ def test_one_run_cleans_the_eligible_tables_filthiest_first_and_fails_for_the_br
 
     report = _xcom(dr, "summary", "report")
     assert report["failed"] == [FAILING]
+    metrics = _xcom(dr, "summary", "metrics")  # Kafka's cleaner metrics, kept next to the state
+    assert metrics["failed_this_run"] == 1 and metrics["max_compaction_delay_ms"] > 0
+    assert metrics["max_dirty_percent"] == 100.0 and metrics["uncleanable_count"] == 0
     assert {r["table"]: r["status"] for r in report["not_run"]} == {BROKEN: "invalid config"}
 
 
@@ -245,6 +248,7 @@ def test_an_uncleanable_table_is_skipped_until_an_operator_clears_it(first_run, 
     assert second.state == "success"
     assert {r["table"]: r["status"] for r in _xcom(second, "summary", "report")["not_run"]} == {
         BROKEN: "invalid config", FAILING: "uncleanable"}
+    assert _xcom(second, "summary", "metrics")["uncleanable_count"] == 1
 
     third = _run(dagbag, tick + 2 * INTERVAL, {"clear_uncleanable": [FAILING], "tables": [FAILING]})
     evaluations = {e["table"]: e for e in _xcom(third, "evaluate", "evaluations")}
@@ -269,3 +273,28 @@ def test_a_backfill_applies_the_policy_as_of_each_interval_end(first_run, dagbag
     dry = [r for r in history if r["dry_run"]]
     assert sorted(r["now_ms"] for r in dry) == [_ms(e) for e in ends]
     assert all(r["status"] == "dry_run" for r in dry)
+
+
+def test_the_dag_runs_on_a_real_spark_standalone_cluster(first_run, dagbag, dag_config, dag_spark, pool,
+                                                         spark_cluster, monkeypatch):
+    """spark_default pointed at a real master (and worker) on 127.0.0.1: the DAG's jobs run as
+    cluster applications, with the package shipped to the executors through --py-files."""
+    import json
+    import urllib.request
+
+    _, tick = first_run
+    table = "t.on_cluster"
+    ref = create_compacted_table(dag_spark, dag_config, table, {"compaction.retain.log.end.record": "false"})
+    append(dag_spark, ref, _rows(0, 40))
+    host, port = spark_cluster["url"].rsplit(":", 1)
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": host, "port": int(port)}))
+    end = tick + 6 * INTERVAL
+    run = _run(dagbag, end, {"tables": [table]})
+    states = _task_states(run)
+    assert run.state == "success", states
+    assert states[("compact", table)] == states[("maintain", table)] == states[("validate", table)] == "success"
+    committed = [r for r in scheduler.run_history(dag_config, _ms(end), [table]) if r["status"] == "committed"]
+    assert committed and committed[0]["removed_superseded"] > 0
+    cluster = json.load(urllib.request.urlopen(f"{spark_cluster['ui']}/json/", timeout=5))
+    apps = [a["name"] for a in cluster.get("completedapps", []) + cluster.get("activeapps", [])]
+    assert {"lakecleaner-compact", "lakecleaner-maintain", "lakecleaner-validate"} <= set(apps), apps

@@ -37,3 +37,26 @@ def test_summary_fails_a_table_whose_compact_maintain_or_validate_did_not_end_we
     assert report["tables"][0]["status"] == "committed"  # the latest history row of the table
     assert "#2 a.bad: compact=failed maintain=upstream_failed validate=upstream_failed" in report["text"]
     assert scheduler.summarize([], [], {})["failed"] == []
+
+
+def test_cleaner_metrics_per_table_and_overall_are_kept(tmp_path):
+    import json
+
+    from lakecleaner.config import CatalogConfig, LakecleanerConfig
+    from lakecleaner.state import StateStore
+
+    cfg = LakecleanerConfig(catalog=CatalogConfig(warehouse=str(tmp_path)))
+    StateStore(cfg).record_success("a.ok", now_ms=1_000)
+    evaluations = [
+        {"table": "a.ok", "status": "not eligible", "dirty_ratio": 0.25, "max_compaction_delay_ms": 0},
+        {"table": "a.late", "status": "eligible", "dirty_ratio": 0.9, "max_compaction_delay_ms": 5_000},
+        {"table": "a.stuck", "status": "uncleanable", "dirty_ratio": 0.0, "max_compaction_delay_ms": 0},
+    ]
+    report = {"tables": [{"table": "a.late", "compact": "success", "removed_superseded": 7}], "failed": []}
+    metrics = scheduler.cleaner_metrics(cfg, evaluations, report, now_ms=11_000)
+    assert metrics["overall"] == {"tables": 3, "max_dirty_percent": 90.0, "max_compaction_delay_ms": 5_000,
+                                  "uncleanable_count": 1, "failed_this_run": 0}
+    assert metrics["tables"]["a.ok"]["time_since_last_success_ms"] == 10_000
+    assert metrics["tables"]["a.late"]["last_run"] == {"compact": "success", "removed_superseded": 7}
+    kept = json.loads((tmp_path / "_lakecleaner" / "metrics" / "11000.json").read_text())
+    assert kept["overall"] == metrics["overall"]
