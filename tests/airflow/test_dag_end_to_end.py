@@ -289,7 +289,8 @@ def test_the_dag_runs_on_a_real_spark_standalone_cluster(first_run, dagbag, dag_
     host, port = spark_cluster["url"].rsplit(":", 1)
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": host, "port": int(port)}))
     end = tick + 6 * INTERVAL
-    run = _run(dagbag, end, {"tables": [table]})
+    # every param explicit: dag.test in one process carries an earlier run's conf (the dry-run backfill)
+    run = _run(dagbag, end, {"tables": [table], "force": False, "dry_run": False, "clear_uncleanable": []})
     states = _task_states(run)
     assert run.state == "success", states
     assert states[("compact", table)] == states[("maintain", table)] == states[("validate", table)] == "success"
