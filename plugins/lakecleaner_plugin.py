@@ -358,16 +358,23 @@ def index_html(request: Request, rows: list[dict]) -> HTMLResponse:
             f'<td>{_delay_cell(r)}</td><td>{_run_cell(r["last_run"])}</td>'
             f'<td>{_quality_cell(r["quality"], _docs_link(request, r["quality"]))}</td>'
             f"<td>{state}</td></tr>")
-    table = ("<div class=\"scroll\"><table class=\"data\" id=\"tables\"><thead><tr>"
-             "<th>Table</th><th>Status</th><th>Strategy</th>"
-             "<th>Dirty ratio</th><th>Must-clean ratio</th><th>Max compaction delay</th><th>Last run</th>"
-             "<th>Data quality</th><th>Cleaner</th></tr></thead><tbody>" + "".join(lines) + "</tbody></table></div>"
-             if rows else '<p class="empty">No compacted tables (cleanup.policy=compact) in the catalog.</p>')
+    table = _data_table("tables", ("Table", "Status", "Strategy", "Dirty ratio", "Must-clean ratio",
+                                    "Max compaction delay", "Last run", "Data quality", "Cleaner"),
+                        lines, "No compacted tables (cleanup.policy=compact) in the catalog.")
     body = (f"<h1>Lake Cleaner</h1><p class=\"muted\">Every compacted Iceberg table: what the scheduler sees now "
             f"(from metadata), the last run and the last data-quality validation. "
             f"<a href=\"{esc(_path(request, 'docs', path='index.html'))}\">Data Docs</a> · "
             f"<a href=\"{esc(_path(request, 'api_tables'))}\">JSON</a></p>{table}")
     return page("Lake Cleaner", body)
+
+
+def _data_table(table_id: str, headers: tuple[str, ...], rows: list[str], empty: str) -> str:
+    """One scrollable data table, or the sentence saying there is nothing to show."""
+    if not rows:
+        return f'<p class="empty">{esc(empty)}</p>'
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    return (f'<div class="scroll"><table class="data" id="{table_id}"><thead><tr>{head}</tr></thead><tbody>'
+            + "".join(rows) + "</tbody></table></div>")
 
 
 def table_html(request: Request, v: dict) -> HTMLResponse:
@@ -391,18 +398,16 @@ def table_html(request: Request, v: dict) -> HTMLResponse:
         f'<div>Max compaction delay<b>{_duration(v["max_compaction_delay_ms"] or 0)}</b><span class="small muted">'
         f'{"no bound" if bound is None else "bound " + _duration(bound)}</span></div>'
         f'<div>Runs recorded<b>{len(v["runs"])}</b></div></div>')
-    run_rows = "".join(
+    run_rows = [
         f'<tr><td>{esc(r["at"])}</td><td>{badge(r["status"])}</td><td class="num">{_num(r["records_read"])}</td>'
         f'<td class="num">{_num(r["records_kept"])}</td><td class="num">{_num(r["removed_superseded"])}</td>'
         f'<td class="num">{_num(r["removed_expired_tombstones"])}</td><td class="num">{_num(r["quarantined"])}</td>'
         f'<td class="num">{_bytes(r["bytes_read"])}</td><td class="num">{_bytes(r["bytes_written"])}</td>'
         f'<td class="num">{_duration(r["duration_ms"])}</td><td class="small">{esc(r.get("error") or "")}</td></tr>'
-        for r in reversed(v["runs"][-50:]))
-    runs = ('<div class="scroll"><table class="data" id="runs"><thead><tr><th>Run (now)</th><th>Outcome</th>'
-            '<th>Read</th><th>Kept</th><th>Superseded</th><th>Expired tombstones</th><th>Quarantined</th>'
-            '<th>Bytes read</th><th>Bytes written</th>'
-            '<th>Duration</th><th>Error</th></tr></thead><tbody>' + run_rows + "</tbody></table></div>"
-            if v["runs"] else '<p class="empty">No runs recorded.</p>')
+        for r in reversed(v["runs"][-50:])]
+    runs = _data_table("runs", ("Run (now)", "Outcome", "Read", "Kept", "Superseded", "Expired tombstones",
+                                 "Quarantined", "Bytes read", "Bytes written", "Duration", "Error"),
+                       run_rows, "No runs recorded.")
     val_rows = []
     for q in v["validations"]:
         failed = "".join(f'<div><b>{esc(f["rule"])}</b> ({esc(f["severity"])}): {esc(f["description"])}'
@@ -413,11 +418,9 @@ def table_html(request: Request, v: dict) -> HTMLResponse:
         val_rows.append(f'<tr><td>{esc(q["at"])}</td><td>{esc(q["run_name"])}</td><td>{outcome}</td>'
                         f'<td class="num">{q["rules"]}</td><td>{failed or "<span class=muted>none</span>"}</td>'
                         f"<td>{link}</td></tr>")
-    validations = ('<div class="scroll"><table class="data" id="validations"><thead><tr><th>Validated at</th>'
-                   '<th>Run name</th>'
-                   '<th>Outcome</th><th>Rules</th><th>Failed rules and offending rows</th><th>Data Docs</th></tr>'
-                   '</thead><tbody>' + "".join(val_rows) + "</tbody></table></div>"
-                   if val_rows else '<p class="empty">No validations kept for this table.</p>')
+    validations = _data_table("validations", ("Validated at", "Run name", "Outcome", "Rules",
+                                              "Failed rules and offending rows", "Data Docs"),
+                              val_rows, "No validations kept for this table.")
     body = (f'<p class="small"><a href="{esc(_path(request, "index"))}">← all tables</a></p>'
             f'<h1>{esc(v["table"])}</h1><p class="muted small">{esc(v["reason"])}</p>{warn}{figures}'
             f'<h2>Over time</h2><div class="charts">{table_charts(v)}</div>'
