@@ -144,6 +144,15 @@ class TableConfig:
         return self.strategy != "offset"
 
 
+def raw_setting(prop: str, properties: Mapping[str, str], defaults: Mapping[str, Any] | None = None) -> Any:
+    """A setting's unparsed value by the one precedence: table property > YAML default > Kafka default."""
+    if prop in properties:
+        return properties[prop]
+    if defaults and prop in defaults:
+        return defaults[prop]
+    return TABLE_SETTINGS[prop].default
+
+
 def is_compacted(properties: Mapping[str, str]) -> bool:
     return "compact" in [p.strip() for p in properties.get(CLEANUP_POLICY, "").split(",")]
 
@@ -160,18 +169,15 @@ def resolve_table(
     values: dict[str, Any] = {}
     explicit: set[str] = set()
     for prop, setting in TABLE_SETTINGS.items():
-        if prop in properties:
-            raw, explicit_here = properties[prop], True
-        elif prop in defaults:
-            raw, explicit_here = defaults[prop], False
-        else:
+        if prop not in properties and prop not in defaults:
             values[prop] = setting.default
             continue
+        raw = raw_setting(prop, properties, defaults)
         try:
             values[prop] = setting.parse(raw)
         except ValueError as exc:
             raise ConfigError(table, prop, raw, str(exc)) from None
-        if explicit_here:
+        if prop in properties:
             explicit.add(prop)
 
     if values["max.compaction.lag.ms"] < values["min.compaction.lag.ms"]:
@@ -314,6 +320,11 @@ class LakecleanerConfig:
     defaults: Mapping[str, Any] = field(default_factory=dict)
     quality: QualityConfig = field(default_factory=QualityConfig)
     source: str = "<built-in>"
+
+    @property
+    def state_root(self) -> str:
+        """Where the cleaner keeps its own files (failure counts, metrics, data-quality results)."""
+        return (self.cleaner.state_location or f"{self.catalog.warehouse.rstrip('/')}/_lakecleaner").rstrip("/")
 
     @property
     def history_table(self) -> str:

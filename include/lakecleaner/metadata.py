@@ -15,7 +15,7 @@ from pyiceberg import types as T
 from pyiceberg.conversions import from_bytes
 from pyiceberg.manifest import DataFileContent, ManifestContent
 
-from .config import LakecleanerConfig, TABLE_SETTINGS
+from .config import LakecleanerConfig, raw_setting
 from .evaluate import MIXED, FileStat, TableMetadata
 
 
@@ -84,10 +84,10 @@ class MetadataReader:
 
     def read(self, table: str) -> TableMetadata:
         tbl = self.load(table)
-        return table_metadata(table, tbl)
+        return table_metadata(table, tbl, self.cfg.defaults)
 
 
-def table_metadata(table: str, tbl) -> TableMetadata:
+def table_metadata(table: str, tbl, defaults=None) -> TableMetadata:
     props = dict(tbl.properties)
     schema = tbl.schema()
     columns = {f.name: spark_type(f.field_type) for f in schema.fields}
@@ -95,9 +95,8 @@ def table_metadata(table: str, tbl) -> TableMetadata:
     snapshot = tbl.current_snapshot()
     if snapshot is None:
         return meta
-    lower = {k.lower(): v for k, v in props.items()}
-    offset_name = lower.get("compaction.offset.column", TABLE_SETTINGS["compaction.offset.column"].default)
-    part_name = lower.get("compaction.partition.column", TABLE_SETTINGS["compaction.partition.column"].default)
+    offset_name = str(raw_setting("compaction.offset.column", props, defaults)).strip()
+    part_name = str(raw_setting("compaction.partition.column", props, defaults)).strip()
     offset_field = _field(schema, offset_name)
     part_field = _field(schema, part_name)
     part_index = None

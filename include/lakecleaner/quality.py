@@ -37,7 +37,7 @@ class Rule:
 
 
 def quality_root(cfg: LakecleanerConfig) -> Path:
-    base = cfg.cleaner.state_location or f"{cfg.catalog.warehouse.rstrip('/')}/_lakecleaner"
+    base = cfg.state_root
     if "://" in base and not base.startswith("file:"):
         raise ValueError(f"data-quality results need a local directory; set cleaner.state_location (got {base})")
     return Path(base.removeprefix("file:")) / "quality"

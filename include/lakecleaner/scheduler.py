@@ -218,7 +218,7 @@ def cleaner_metrics(cfg: LakecleanerConfig, evaluations: list[dict], report: dic
     }
     metrics = {"now_ms": now_ms, "overall": overall, "tables": tables}
     io = load_file_io(cfg.catalog.pyiceberg_properties_resolved(), store.base)
-    path = f"{store.base.rsplit('/', 1)[0]}/metrics/{now_ms}.json"
+    path = f"{cfg.state_root}/metrics/{now_ms}.json"
     with io.new_output(path).create(overwrite=True) as fh:
         fh.write(json.dumps(metrics, sort_keys=True, default=str).encode())
     metrics["path"] = path

@@ -27,8 +27,8 @@ class TableState:
 
 class StateStore:
     def __init__(self, cfg: LakecleanerConfig):
-        base = cfg.cleaner.state_location or f"{cfg.catalog.warehouse.rstrip('/')}/_lakecleaner"
-        self.base = base.rstrip("/") + "/state"
+        self.root = cfg.state_root
+        self.base = self.root + "/state"
         from pyiceberg.io import load_file_io
 
         self.io = load_file_io(cfg.catalog.pyiceberg_properties_resolved(), self.base)
