@@ -245,14 +245,14 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
     from pyspark.sql import functions as F
 
     tc, props = load_table_config(spark, cfg, ref)
-    result: dict[str, Any] = {"strategy": tc.strategy}
+    result: dict[str, Any] = {"strategy": tc.strategy, "delete_retention_ms": tc.delete_retention_ms}
     if not dry_run:
         _ensure_layout(spark, ref, props)
     snapshot = current_snapshot(spark, ref)
     ckpt = Checkpoint.from_json(props.get(CHECKPOINT_PROPERTY))
     zero = dict(records_read=0, records_kept=0, removed_superseded=0, removed_expired_tombstones=0, quarantined=0,
                 anomalous=0, dirty_records_in_run=0, bytes_read=0, bytes_written=0, files_rewritten=0,
-                delete_files_written=0, snapshot_id=snapshot, committed_snapshot_id=None,
+                delete_files_written=0, expired_tombstone_latest_cleaned_ms=None, snapshot_id=snapshot, committed_snapshot_id=None,
                 checkpoint=_ckpt_summary(ckpt))
     if snapshot is None:
         return {**result, **zero}
@@ -396,6 +396,14 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
     quarantined = bad_rows.count()
     phase("decide_s")
     superseded, expired = int(figures["superseded"] or 0), int(figures["expired"] or 0)
+    # Evidence for the data-quality check that no tombstone went early: when the newest tombstone
+    # this run removes as expired was first cleaned. Taken from the checkpoint history by offset
+    # (first_cleaned_at), not from the horizon that chose them, so a wrong horizon shows.
+    expired_latest_cleaned = None
+    if expired:
+        newest = decided.where(F.col("reason") == REASON_EXPIRED_TOMBSTONE).groupBy("p").agg(F.max("o").alias("o"))
+        expired_latest_cleaned = max(ckpt.first_cleaned_at(None if unpartitioned else r["p"], r["o"])
+                                     for r in newest.collect())
     read = int(figures["read"]) + quarantined
     new_ckpt = ckpt.advanced(now_ms, from_int(ends), from_int(new_retained), tc.delete_retention_ms,
                              int(figures["new_tombstones"] or 0))
@@ -403,7 +411,7 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
     result.update(
         records_read=read, records_kept=read - superseded - expired - quarantined,
         removed_superseded=superseded, removed_expired_tombstones=expired, quarantined=quarantined,
-        anomalous=int(run_figures["anom"] or 0), dirty_records_in_run=n_run,
+        expired_tombstone_latest_cleaned_ms=expired_latest_cleaned, anomalous=int(run_figures["anom"] or 0), dirty_records_in_run=n_run,
         bytes_read=bytes_read, bytes_written=0, files_rewritten=0, delete_files_written=0, phases=phase.times,
         snapshot_id=snapshot, committed_snapshot_id=None, checkpoint=_ckpt_summary(new_ckpt))
     try:
@@ -549,8 +557,23 @@ HISTORY_SCHEMA = (
     "started_at timestamp, strategy string, records_read bigint, records_kept bigint, removed_superseded bigint, "
     "removed_expired_tombstones bigint, quarantined bigint, anomalous bigint, dirty_records_in_run bigint, "
     "bytes_read bigint, bytes_written bigint, files_rewritten bigint, delete_files_written bigint, "
-    "duration_ms bigint, snapshot_id bigint, committed_snapshot_id bigint, checkpoint string"
+    "duration_ms bigint, snapshot_id bigint, committed_snapshot_id bigint, checkpoint string, "
+    "delete_retention_ms bigint, expired_tombstone_latest_cleaned_ms bigint"
 )
+
+
+def ensure_history_table(spark, cfg: LakecleanerConfig) -> None:
+    """Create the run history table, or add the columns a table from an earlier version lacks
+    (Iceberg adds columns in metadata only; old rows read them as null)."""
+    from pyspark.sql.types import _parse_datatype_string
+
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{cfg.catalog.name}`.`{cfg.cleaner.meta_namespace}`")
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {cfg.history_table} ({HISTORY_SCHEMA}) USING iceberg")
+    have = {f.name for f in spark.table(cfg.history_table).schema.fields}
+    added = [f"{f.name} {f.dataType.simpleString()}" for f in _parse_datatype_string(HISTORY_SCHEMA).fields
+             if f.name not in have]
+    if added:
+        spark.sql(f"ALTER TABLE {cfg.history_table} ADD COLUMNS ({', '.join(added)})")
 
 
 def _record_history(spark, cfg: LakecleanerConfig, stats: dict) -> None:
@@ -566,8 +589,7 @@ def _record_history(spark, cfg: LakecleanerConfig, stats: dict) -> None:
     row["started_at"] = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
     row["checkpoint"] = json.dumps(stats.get("checkpoint")) if stats.get("checkpoint") is not None else None
     try:
-        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{cfg.catalog.name}`.`{cfg.cleaner.meta_namespace}`")
-        spark.sql(f"CREATE TABLE IF NOT EXISTS {cfg.history_table} ({HISTORY_SCHEMA}) USING iceberg")
+        ensure_history_table(spark, cfg)
         spark.createDataFrame([tuple(row[f.name] for f in schema.fields)], schema).writeTo(cfg.history_table).append()
     except Exception as exc:  # noqa: BLE001 - history is secondary; never hide the run's own outcome
         print(f"lakecleaner: could not record run history for {stats['table']}: {_first_line(exc)}", flush=True)

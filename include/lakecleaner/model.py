@@ -40,7 +40,7 @@ class RunOutcome:
     removed: dict[Hashable, str] = field(default_factory=dict)  # record id -> reason
     quarantined: dict[Hashable, str] = field(default_factory=dict)  # record id -> reason
     checkpoint: Checkpoint = field(default_factory=Checkpoint)
-    stats: dict[str, int] = field(default_factory=dict)
+    stats: dict[str, int | None] = field(default_factory=dict)
 
     def survivors(self, records: Iterable[Record]) -> list[Record]:
         return [r for r in records if r.id not in self.removed and r.id not in self.quarantined]
@@ -110,6 +110,7 @@ def compact(records: list[Record], checkpoint: Checkpoint, cfg: TableConfig, now
 
     retained: dict[Partition, int] = {}
     new_tombstones = 0
+    expired_cleaned_at: list[int] = []
     read = len(run_ids) + len(out.quarantined)
     for (p, key), rs in groups.items():
         rs.sort(key=lambda r: order_key(cfg.versioned, r.offset, r.version), reverse=True)
@@ -132,6 +133,7 @@ def compact(records: list[Record], checkpoint: Checkpoint, cfg: TableConfig, now
                     read += 1
                 if not protected(winner):
                     out.removed[winner.id] = REASON_EXPIRED_TOMBSTONE
+                    expired_cleaned_at.append(first)
 
     out.checkpoint = checkpoint.advanced(now_ms, ends, retained, cfg.delete_retention_ms, new_tombstones)
     superseded = sum(1 for v in out.removed.values() if v == REASON_SUPERSEDED)
@@ -144,5 +146,6 @@ def compact(records: list[Record], checkpoint: Checkpoint, cfg: TableConfig, now
         "quarantined": len(out.quarantined),
         "anomalous": sum(1 for rs in in_run.values() for r in rs if r.anomalous),
         "dirty_records_in_run": len(run_ids),
+        "expired_tombstone_latest_cleaned_ms": max(expired_cleaned_at, default=None),
     }
     return out

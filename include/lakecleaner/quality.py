@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import CHECKPOINT_PROPERTY, LakecleanerConfig, TableConfig
-from .engine import TableRef, _Frames, load_table_config
+from .engine import TableRef, _Frames, ensure_history_table, load_table_config
 from .rules import Checkpoint
 
 OFFENDING_ROWS = 5
@@ -108,6 +108,24 @@ def build_rules(tc: TableConfig, ckpt: Checkpoint, now_ms: int, interval_ms: int
     return rules
 
 
+TOMBSTONE_NOT_EARLY = "tombstone expiry: none removed early (delete.retention.ms)"
+
+
+def build_history_rules(tc: TableConfig) -> list[Rule]:
+    """Rules over the table's run history: what a run removed is gone from the table, so the
+    evidence is what the run recorded (when its newest expired tombstone was first cleaned, taken
+    from the checkpoint by offset, independently of the horizon that chose the tombstones)."""
+    return [Rule(
+        TOMBSTONE_NOT_EARLY,
+        "every tombstone a run removed as expired had been in the cleaned table for more than the "
+        f"delete.retention.ms in force at that run (now {tc.delete_retention_ms})",
+        "SELECT run_id, now_ms, expired_tombstone_latest_cleaned_ms AS first_cleaned_ms, "
+        f"coalesce(delete_retention_ms, {tc.delete_retention_ms}) AS delete_retention_ms, "
+        "removed_expired_tombstones FROM {batch} WHERE status = 'committed' AND removed_expired_tombstones > 0 "
+        "AND now_ms - expired_tombstone_latest_cleaned_ms "
+        f"<= coalesce(delete_retention_ms, {tc.delete_retention_ms}) LIMIT {OFFENDING_ROWS}")]
+
+
 def _quiet_gx() -> None:
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     for name in ("great_expectations", "great_expectations.core", "great_expectations.data_context"):
@@ -120,8 +138,7 @@ def validate_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None
     whose severity is 'fail'."""
     _quiet_gx()
     import great_expectations as gx
-    import great_expectations.expectations as gxe
-    from great_expectations.core.run_identifier import RunIdentifier
+    from pyspark.sql import functions as F
 
     from .metadata import MetadataReader
     from .evaluate import evaluate_table
@@ -141,32 +158,21 @@ def validate_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None
         fr.version.alias("lc_ver"), fr.has_version.alias("lc_has_ver"))
     root = quality_root(cfg)
     root.mkdir(parents=True, exist_ok=True)
+    # The runs this validation answers for: those since the previous validation of the table (all
+    # runs, the first time), so each run's removals are judged once and a rerun judges the same ones.
+    previous = max((r["now_ms"] for r in list_results(cfg, ref.short) if r["now_ms"] < now_ms), default=None)
+    ensure_history_table(spark, cfg)
+    runs_df = spark.table(cfg.history_table).where(
+        (F.col("table_name") == ref.short) & (F.col("now_ms") <= now_ms)
+        & (F.col("now_ms") > previous if previous is not None else F.lit(True)))
+
     ctx = gx.get_context(mode="file", project_root_dir=str(root))
     ctx.variables.progress_bars = {"globally": False}
     source = ctx.data_sources.add_or_update_spark(cfg.catalog.name)
-    asset = next((a for a in source.assets if a.name == ref.short), None) or source.add_dataframe_asset(ref.short)
-    batch = next(iter(asset.batch_definitions), None) or asset.add_batch_definition_whole_dataframe("whole table")
-    suite = gx.ExpectationSuite(name=ref.short)
-    for rule in rules:
-        suite.add_expectation(gxe.UnexpectedRowsExpectation(
-            unexpected_rows_query=rule.query, description=f"{rule.name}: {rule.description}",
-            meta={"rule": rule.name, "severity": severity.get(rule.name, "fail")}))
-    suite = ctx.suites.add_or_update(suite)
-    vd = ctx.validation_definitions.add_or_update(gx.ValidationDefinition(data=batch, suite=suite, name=ref.short))
-    checkpoint = ctx.checkpoints.add_or_update(gx.Checkpoint(
-        name=ref.short, validation_definitions=[vd], actions=[gx.checkpoint.UpdateDataDocsAction(name="data docs")],
-        result_format={"result_format": "COMPLETE"}))  # COMPLETE: the offending rows (queries carry a LIMIT)
-    run = checkpoint.run(batch_parameters={"dataframe": batch_df}, run_id=RunIdentifier(run_name=run_name))
-    results = list(run.run_results.values())[0].results
-
     outcome = []
-    by_name = {r.name: r for r in rules}
-    for res in results:
-        meta = res.expectation_config.meta or {}
-        rows = (res.result or {}).get("details", {}).get("unexpected_rows") or []
-        outcome.append({"rule": meta.get("rule"), "severity": meta.get("severity", "fail"), "success": bool(res.success),
-                        "description": by_name[meta.get("rule")].description,
-                        "offending": [_plain(r) for r in rows[:OFFENDING_ROWS]]})
+    for name, suite_rules, df in ((ref.short, rules, batch_df),
+                                  (f"{ref.short}.run_history", build_history_rules(tc), runs_df)):
+        outcome += _run_suite(ctx, source, name, suite_rules, df, run_name, severity)
     failed = [o for o in outcome if not o["success"] and o["severity"] == "fail"]
     warned = [o for o in outcome if not o["success"] and o["severity"] != "fail"]
     summary = {"table": ref.short, "run_name": run_name, "now_ms": now_ms, "success": not failed,
@@ -180,6 +186,36 @@ def validate_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None
                            f"offending rows: {first['offending']}"
                            + (f" (and {len(failed) - 1} more failed rules)" if len(failed) > 1 else ""))
     return summary
+
+
+def _run_suite(ctx, source, name: str, rules: list[Rule], df, run_name: str, severity: dict) -> list[dict]:
+    """One GX suite over one batch (a dataframe asset named ``name``), kept with Data Docs."""
+    import great_expectations as gx
+    import great_expectations.expectations as gxe
+    from great_expectations.core.run_identifier import RunIdentifier
+
+    asset = next((a for a in source.assets if a.name == name), None) or source.add_dataframe_asset(name)
+    batch = next(iter(asset.batch_definitions), None) or asset.add_batch_definition_whole_dataframe("whole table")
+    suite = gx.ExpectationSuite(name=name)
+    for rule in rules:
+        suite.add_expectation(gxe.UnexpectedRowsExpectation(
+            unexpected_rows_query=rule.query, description=f"{rule.name}: {rule.description}",
+            meta={"rule": rule.name, "severity": severity.get(rule.name, "fail")}))
+    suite = ctx.suites.add_or_update(suite)
+    vd = ctx.validation_definitions.add_or_update(gx.ValidationDefinition(data=batch, suite=suite, name=name))
+    checkpoint = ctx.checkpoints.add_or_update(gx.Checkpoint(
+        name=name, validation_definitions=[vd], actions=[gx.checkpoint.UpdateDataDocsAction(name="data docs")],
+        result_format={"result_format": "COMPLETE"}))  # COMPLETE: the offending rows (queries carry a LIMIT)
+    run = checkpoint.run(batch_parameters={"dataframe": df}, run_id=RunIdentifier(run_name=run_name))
+    by_name = {r.name: r for r in rules}
+    outcome = []
+    for res in list(run.run_results.values())[0].results:
+        meta = res.expectation_config.meta or {}
+        rows = (res.result or {}).get("details", {}).get("unexpected_rows") or []
+        outcome.append({"rule": meta.get("rule"), "severity": meta.get("severity", "fail"), "success": bool(res.success),
+                        "description": by_name[meta.get("rule")].description,
+                        "offending": [_plain(r) for r in rows[:OFFENDING_ROWS]]})
+    return outcome
 
 
 def _plain(row: Any) -> Any:

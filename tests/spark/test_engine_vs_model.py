@@ -109,7 +109,8 @@ def test_spark_job_matches_reference_model(spark, lake_config, scenario):
         context = f"props={props} partitioned={partitioned} now={now} stats={stats} model={expected.stats}"
         assert actual_ids == survivors, context
         for figure in ("removed_superseded", "removed_expired_tombstones", "quarantined", "anomalous",
-                       "dirty_records_in_run", "records_read", "records_kept"):
+                       "dirty_records_in_run", "records_read", "records_kept",
+                       "expired_tombstone_latest_cleaned_ms"):
             assert stats[figure] == expected.stats[figure], f"{figure}: {context}"
         stored = spark.sql(f"SHOW TBLPROPERTIES {ref.sql()}").where(f"key = '{CHECKPOINT_PROPERTY}'").collect()
         stored_ckpt = Checkpoint.from_json(stored[0]["value"] if stored else None)

@@ -34,6 +34,7 @@ def test_a_correctly_compacted_table_passes_every_rule(spark, lake_config, table
     summary = validate_table(spark, lake_config, table_name, interval_ms=0)
     assert summary["success"] and not _failed_rules(summary), summary
     assert {r["rule"] for r in summary["rules"]} >= {"tombstone expiry (delete.retention.ms)", "one record per key",
+                                                     "tombstone expiry: none removed early (delete.retention.ms)",
                                                      "the winner is right (offset strategy)"}
     assert list_results(lake_config, ref.short)[0]["run_name"] == summary["run_name"]
 
@@ -97,3 +98,34 @@ def test_freshness_fails_when_dirty_data_is_past_max_lag(spark, lake_config, tab
         validate_table(spark, lake_config, table_name, now_ms=int(time.time() * 1000) + 60_000)
     compact_table(spark, lake_config, table_name)
     assert validate_table(spark, lake_config, table_name)["success"]
+
+
+def test_tombstone_removed_before_its_retention_fails_tombstone_expiry(spark, lake_config, table_name, monkeypatch):
+    """A cleaner whose horizon ignores delete.retention.ms removes a tombstone a second after it was
+    first cleaned; the run history gives it away."""
+    ref = create_compacted_table(spark, lake_config, table_name, {"delete.retention.ms": "60000"})
+    append(spark, ref, [{"key": "a", "offset": 0, "partition": 0, "value": None},
+                        {"key": "b", "offset": 1, "partition": 0, "value": "x"}])
+    first = int(time.time() * 1000)
+    compact_table(spark, lake_config, table_name, now_ms=first)  # the tombstone's first cleaning
+    assert validate_table(spark, lake_config, table_name, now_ms=first, interval_ms=0)["success"]
+
+    honest = Checkpoint.expired_through
+    monkeypatch.setattr(Checkpoint, "expired_through", lambda self, p, now, retention: honest(self, p, now, -1))
+    stats = compact_table(spark, lake_config, table_name, now_ms=first + 1000)
+    assert stats["removed_expired_tombstones"] == 1 and stats["expired_tombstone_latest_cleaned_ms"] == first
+    with pytest.raises(QualityError, match=rf"table {table_name}: data-quality rule failed: tombstone expiry: none "
+                                           rf"removed early.*'run_id': '{stats['run_id']}'.*'first_cleaned_ms': {first}"):
+        validate_table(spark, lake_config, table_name, now_ms=first + 1000, interval_ms=0)
+
+    # A correct cleaner: a tombstone removed after its retention passes (the early run was judged once).
+    monkeypatch.setattr(Checkpoint, "expired_through", honest)
+    append(spark, ref, [{"key": "c", "offset": 2, "partition": 0, "value": None},
+                        {"key": "d", "offset": 3, "partition": 0, "value": "x"}])
+    later = int(time.time() * 1000)
+    compact_table(spark, lake_config, table_name, now_ms=later)
+    stats = compact_table(spark, lake_config, table_name, now_ms=later + 60_001)
+    assert stats["removed_expired_tombstones"] == 1 and stats["expired_tombstone_latest_cleaned_ms"] == later
+    summary = validate_table(spark, lake_config, table_name, now_ms=later + 60_001, interval_ms=0)
+    assert summary["success"], summary
+    assert next(r for r in summary["rules"] if r["rule"].startswith("tombstone expiry: none removed early"))["success"]
