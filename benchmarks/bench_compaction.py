@@ -55,28 +55,31 @@ def jvm_pid(spark) -> int:
 
 
 def build(spark, cfg, table: str, clean: int, dirty: int) -> TableRef:
-    """clean: one record per key, offsets 0..clean-1 spread over partitions; dirty: updates of random
-    existing keys (10% deletes), appended after the checkpoint."""
+    """clean: one record per key, keys spread over partitions by key (as Kafka's partitioner does),
+    checkpointed; dirty: updates of random existing keys in their key's partition (10% deletes),
+    appended after the checkpoint with offsets past every clean one."""
     from pyspark.sql import functions as F
 
     ref = create_compacted_table(spark, cfg, table, {"compaction.retain.log.end.record": "true"})
     pad = F.lit("x" * VALUE_BYTES)
 
-    def rows(start, n, key_expr):
+    def rows(start, n, key_id, offset):
         ids = spark.range(start, start + n)
         return ids.select(
-            key_expr.alias("key"), (F.col("id") / PARTITIONS).cast("bigint").alias("offset"),
-            (F.col("id") % PARTITIONS).cast("int").alias("partition"), F.col("id").alias("timestamp"),
+            F.format_string("key-%012d", key_id).alias("key"), offset.alias("offset"),
+            (key_id % PARTITIONS).cast("int").alias("partition"), F.col("id").alias("timestamp"),
             F.lit(None).cast("array<struct<key:string,value:binary>>").alias("headers"),
             F.lit(None).cast("boolean").alias("tombstone"),
             F.when((F.col("id") % 10 == 0) & (F.col("id") >= clean), F.lit(None)).otherwise(pad).alias("value"))
 
-    rows(0, clean, F.format_string("key-%012d", F.col("id"))).sortWithinPartitions("partition").writeTo(ref.sql()).append()
+    key_of_id = F.col("id")
+    rows(0, clean, key_of_id, (F.col("id") / PARTITIONS).cast("bigint")).sortWithinPartitions("partition").writeTo(
+        ref.sql()).append()
     last = {p: (clean - 1 - ((clean - 1 - p) % PARTITIONS)) // PARTITIONS for p in range(PARTITIONS)}
     ckpt = Checkpoint().advanced(int(time.time() * 1000), last, {}, 86_400_000)
     spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ('{CHECKPOINT_PROPERTY}' = '{ckpt.to_json()}')")
-    updated = F.format_string("key-%012d", F.abs(F.xxhash64("id")) % F.lit(clean))
-    rows(clean, dirty, updated).sortWithinPartitions("partition").writeTo(ref.sql()).append()
+    updated = F.abs(F.xxhash64("id")) % F.lit(clean)
+    rows(clean, dirty, updated, F.col("id")).sortWithinPartitions("partition", "offset").writeTo(ref.sql()).append()
     return ref
 
 

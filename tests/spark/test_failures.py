@@ -171,8 +171,10 @@ def test_not_a_compacted_table_is_refused(spark, lake_config, table_name):
         compact_table(spark, lake_config, table_name)
 
 
-def test_dry_run_reports_the_same_figures_and_commits_nothing(spark, lake_config, table_name):
-    ref = _filled(spark, lake_config, table_name, null_key_every=11)
+@pytest.mark.parametrize("props,null_key_every", [({}, 11), ({}, 0), ({"compaction.strategy": "timestamp"}, 0)],
+                         ids=["ranked, with bad rows", "offset map", "ranked"])
+def test_dry_run_reports_the_same_figures_and_commits_nothing(spark, lake_config, table_name, props, null_key_every):
+    ref = _filled(spark, lake_config, table_name, props, null_key_every=null_key_every)
     now = int(time.time() * 1000)
     before = (current_snapshot(spark, ref), _props(spark, ref), _ids(spark, ref))
     dry = compact_table(spark, lake_config, table_name, now_ms=now, dry_run=True)
