@@ -99,10 +99,12 @@ def measure(spark, cfg, clean: int, dirty: int, pid: int) -> dict:
     t0 = time.time()
     ref = build(spark, cfg, table, clean, dirty)
     built = time.time() - t0
+    spark._jvm.System.gc()  # each measured job starts from a collected heap (the build churns it)
     with PeakRss(pid) as mem_naive:
         t0 = time.time()
         naive_rewrite(spark, ref, f"`{cfg.catalog.name}`.`bench`.`naive_out`")
         naive = time.time() - t0
+    spark._jvm.System.gc()
     with PeakRss(pid) as mem_inc:
         t0 = time.time()
         stats = compact_table(spark, cfg, table, now_ms=int(time.time() * 1000) + 1)
