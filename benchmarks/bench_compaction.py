@@ -1,12 +1,13 @@
 """Incremental compaction vs a naive full-table "latest per key" rewrite, on the same data.
 
 Each table is built in the state a compacted table is in between runs: a clean part with one
-record per key (already cleaned, checkpointed) plus a dirty part of updates appended since. Both
-jobs see the same snapshot. Reported in one run, so ratios compare like with like on a noisy
-machine: incremental time, naive time, their ratio, records/s, and peak driver memory (RSS of the
-driver JVM, sampled).
+record per key (already cleaned, checkpointed) plus a dirty part of updates to random keys, each in
+its key's partition, appended since. Both jobs see the same snapshot and are timed --repeats times
+(the incremental run undone in between); medians are reported, all from one process, so ratios
+compare like with like on a noisy machine: incremental time, naive time, their ratio, records/s,
+peak driver memory (RSS of the driver JVM, sampled) and the incremental run's phase timings.
 
-Usage: python benchmarks/bench_compaction.py [--sizes 1250000,5000000,20000000] [--dirty 0.05]
+Usage: python benchmarks/bench_compaction.py [--sizes 1250000,5000000,20000000] [--dirty 0.05] [--repeats 3]
 """
 from __future__ import annotations
 
@@ -94,36 +95,50 @@ def naive_rewrite(spark, ref: TableRef, out: str) -> None:
     latest.writeTo(out).using("iceberg").partitionedBy(F.col("partition")).create()
 
 
-def measure(spark, cfg, clean: int, dirty: int, pid: int) -> dict:
+def measure(spark, cfg, clean: int, dirty: int, pid: int, repeats: int) -> dict:
+    """Median of ``repeats`` timings of each job on the same snapshot (one run is too noisy on 2
+    cores); the incremental run is undone between repeats (rollback plus the built checkpoint)."""
+    import statistics
+
     table = f"bench.t_{clean + dirty}_{dirty}"
     t0 = time.time()
     ref = build(spark, cfg, table, clean, dirty)
     built = time.time() - t0
-    spark._jvm.System.gc()  # each measured job starts from a collected heap (the build churns it)
+    snapshot = spark.sql(f"SELECT snapshot_id FROM {ref.meta('refs')} WHERE name = 'main'").collect()[0][0]
+    checkpoint = spark.sql(f"SHOW TBLPROPERTIES {ref.sql()} ('{CHECKPOINT_PROPERTY}')").collect()[0]["value"]
+    naive_times, inc_times, stats = [], [], {}
     with PeakRss(pid) as mem_naive:
-        t0 = time.time()
-        naive_rewrite(spark, ref, f"`{cfg.catalog.name}`.`bench`.`naive_out`")
-        naive = time.time() - t0
-    spark._jvm.System.gc()
+        for _ in range(repeats):
+            spark._jvm.System.gc()  # each measured job starts from a collected heap
+            t0 = time.time()
+            naive_rewrite(spark, ref, f"`{cfg.catalog.name}`.`bench`.`naive_out`")
+            naive_times.append(time.time() - t0)
     with PeakRss(pid) as mem_inc:
-        t0 = time.time()
-        stats = compact_table(spark, cfg, table, now_ms=int(time.time() * 1000) + 1)
-        incremental = time.time() - t0
+        for _ in range(repeats):
+            spark.sql(f"CALL `{cfg.catalog.name}`.system.rollback_to_snapshot('{ref.short}', {snapshot})")
+            spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ('{CHECKPOINT_PROPERTY}' = '{checkpoint}')")
+            spark._jvm.System.gc()
+            t0 = time.time()
+            stats = compact_table(spark, cfg, table, now_ms=int(time.time() * 1000) + 1)
+            inc_times.append(time.time() - t0)
     spark.sql(f"DROP TABLE IF EXISTS {ref.sql()} PURGE")
+    naive, incremental = statistics.median(naive_times), statistics.median(inc_times)
     return {"records": clean + dirty, "dirty": dirty, "dirty_fraction": round(dirty / (clean + dirty), 4),
             "build_s": round(built, 2), "naive_s": round(naive, 2), "incremental_s": round(incremental, 2),
+            "naive_runs_s": [round(t, 2) for t in naive_times], "incremental_runs_s": [round(t, 2) for t in inc_times],
             "incremental_over_naive": round(incremental / naive, 3),
             "incremental_records_per_s": int((clean + dirty) / incremental),
             "naive_records_per_s": int((clean + dirty) / naive),
             "peak_rss_incremental_mb": mem_inc.peak // 2**20, "peak_rss_naive_mb": mem_naive.peak // 2**20,
             "removed": stats["removed_superseded"], "bytes_read": stats["bytes_read"],
-            "bytes_written": stats["bytes_written"]}
+            "bytes_written": stats["bytes_written"], "phases": stats.get("phases")}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1250000,5000000,20000000")
     parser.add_argument("--dirty", type=float, default=0.05)
+    parser.add_argument("--repeats", type=int, default=3, help="timings per job; the median is reported")
     parser.add_argument("--warehouse", default=str(Path(__file__).resolve().parent / "results" / "warehouse"))
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -136,12 +151,12 @@ def main() -> int:
     # growing tables, fixed dirty fraction
     for size in sizes:
         dirty = int(size * args.dirty)
-        results.append({"series": "fixed dirty fraction", **measure(spark, cfg, size - dirty, dirty, pid)})
+        results.append({"series": "fixed dirty fraction", **measure(spark, cfg, size - dirty, dirty, pid, args.repeats)})
         print(json.dumps(results[-1]), flush=True)
     # the largest table's dirty volume in a table 4x smaller: how the run scales with the table
     big = sizes[-1]
     dirty = int(big * args.dirty)
-    results.append({"series": "same dirty volume, table / 4", **measure(spark, cfg, big // 4 - dirty, dirty, pid)})
+    results.append({"series": "same dirty volume, table / 4", **measure(spark, cfg, big // 4 - dirty, dirty, pid, args.repeats)})
     print(json.dumps(results[-1]), flush=True)
     spark.stop()
 

@@ -1,11 +1,16 @@
 """One compaction run of one Iceberg table, on Spark: the log cleaner's two phases as set operations.
 
-Phase 1 (Kafka's offset map): read only the dirty part of the table (records past the checkpoint,
-pruned by Iceberg file statistics), find the run's range (old enough, within the budget, a prefix
-of each partition in offset order) and its keys. Phase 2 (Kafka's recopy): look those keys up in
-the clean part, rank every candidate by the table's strategy, and delete the losers, expired
-tombstones and bad records with one Iceberg MERGE. Nothing is held in driver memory but
-per-partition figures; joins and windows spill, so memory is bounded whatever the key count.
+Phase 1: read only the dirty part of the table (records past the checkpoint, pruned by Iceberg
+file statistics) and find the run's range (old enough, within the budget, a prefix of each
+partition in offset order). Phase 2 has two forms:
+- offset strategy: Kafka's own cleaner. An offset map (each run key's highest offset in the run)
+  and one MERGE deleting every record of those keys below it; the MERGE's scan is the only read of
+  the clean part, since a run's record always beats the cleaned records of its key;
+- versioned strategies (and runs with bad rows or a retained log end): look the run's keys up in
+  the clean part, rank every candidate by the strategy, and delete the losers, expired tombstones
+  and bad records by identity with one MERGE.
+Nothing is held in driver memory but per-partition figures and, below BROADCAST_ROWS_MAX rows, the
+broadcast side of a join; joins, aggregations and windows spill, so memory is bounded.
 
 The table is read at one pinned snapshot. The MERGE writes position deletes (merge-on-read), so
 clean data files are never rewritten and every record keeps the data file its append created: the
@@ -465,8 +470,7 @@ def _ranked_plan(ctx: _RunContext, retained: dict, bad_rows) -> _Plan:
         retained_pred = reduce(lambda a, b: a | b, [(F.col("p") == p) & (F.col("o") == o) for p, o in retained.items()])
         run_keys = run_keys.unionByName(clean.where(retained_pred).select("p", "key"))
     run_keys = run_keys.distinct()
-    if ctx.n_run + len(retained) <= BROADCAST_ROWS_MAX:
-        run_keys = F.broadcast(run_keys)
+    run_keys = _join_side(run_keys, ctx.n_run + len(retained))
     clean_cand = clean.join(run_keys, ["p", "key"], "left_semi")
     cands = (in_run.drop("anom").withColumn("in_run", F.lit(True))
              .unionByName(clean_cand.withColumn("in_run", F.lit(False))))
@@ -514,8 +518,7 @@ def _ranked_plan(ctx: _RunContext, retained: dict, bad_rows) -> _Plan:
             removals = removals.unionByName(bad_rows.select(*[c.alias(n) for n, c in fr.match]))
         if not superseded + expired + n_bad:
             return False
-        if superseded + expired + n_bad <= BROADCAST_ROWS_MAX:
-            removals = F.broadcast(removals)  # the MERGE then streams the table instead of shuffling it
+        removals = _join_side(removals, superseded + expired + n_bad)
         on = " AND ".join(f"t.{q(col)} <=> r.{alias}" for alias, col in _match_columns(tc))
         _merge_delete(spark, ctx.ref, removals, run_id, on)
         return True
@@ -538,8 +541,7 @@ def _offset_map_plan(ctx: _RunContext) -> _Plan:
     raw += [(f"lc_k{i}", F.col("key").getField(f"k{i}")) for i in range(len(tc.key_columns))]
     omap = ctx.in_run.groupBy("p", "key").agg(F.max("o").alias("winner_o"),
                                               F.max_by(F.col("tomb").cast("int"), "o").alias("winner_tomb"))
-    if os.environ.get("LC_PERSIST_OMAP", "1") == "1":
-        omap = ctx.hold(omap)
+    omap = ctx.hold(omap)  # feeds the figures and the MERGE: caching measured cheaper than a rebuild
     figures = omap.agg(F.count("*").alias("keys"), F.sum("winner_tomb").alias("new_tombstones")).collect()[0]
     # Every run record but its key's winner is below the winner's offset (offsets are unique per
     # partition: Kafka's contract, which the quality suite checks), so the MERGE removes it.
@@ -567,8 +569,7 @@ def _offset_map_plan(ctx: _RunContext) -> _Plan:
                       + [f"t.{q(c)} >= s.{n} AND t.{q(c)} <= s.{n}" for c, (n, _) in zip(target_cols, raw)]
                       + [f"t.{q(tc.offset_column)} < s.lc_below"])
     n_source = ctx.n_run + expired
-    if n_source <= BROADCAST_ROWS_MAX:
-        source = F.broadcast(source)
+    source = _join_side(source, n_source)
 
     def figures_of(summary):
         if summary is None:  # dry run: count what the MERGE would match, at the pinned snapshot
@@ -592,6 +593,14 @@ def _offset_map_plan(ctx: _RunContext) -> _Plan:
     return _Plan(expired=expired, expired_by_partition=expired_by_partition,
                  new_tombstones=int(figures["new_tombstones"] or 0), new_retained={}, commit=commit,
                  figures=figures_of)
+
+
+def _join_side(df, rows: int):
+    """The small side of a join with the table: broadcast up to BROADCAST_ROWS_MAX rows (the table
+    then streams at scan speed), else a sort-merge join, which spills: memory stays bounded."""
+    from pyspark.sql import functions as F
+
+    return F.broadcast(df) if rows <= BROADCAST_ROWS_MAX else df.hint("merge")
 
 
 def _temp_view(df, prefix: str) -> str:

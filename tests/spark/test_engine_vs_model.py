@@ -82,6 +82,30 @@ def _survivor_ids(spark, ref, partitioned):
 @settings(max_examples=14, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(scenario())
 def test_spark_job_matches_reference_model(spark, lake_config, scenario):
+    _check_against_model(spark, lake_config, scenario)
+
+
+@pytest.mark.parametrize("strategy", ["offset", "timestamp"])
+def test_above_the_broadcast_bound_joins_shuffle_and_agree_with_the_model(spark, lake_config, strategy, monkeypatch):
+    """Past BROADCAST_ROWS_MAX nothing is broadcast (memory stays bounded for any key count)."""
+    from lakecleaner import engine
+
+    monkeypatch.setattr(engine, "BROADCAST_ROWS_MAX", 0)
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    try:
+        rec = lambda key, value="x", ts=1: {"key": key, "partition": 0, "timestamp": ts, "headers": None,  # noqa: E731
+                                            "tombstone": None, "value": value, "ver": None}
+        batches = [[rec("a"), rec("b", None), rec("c"), rec(None)], [rec("a", ts=0), rec("b"), rec("d", None)],
+                   [rec("c", None), rec("a", ts=3)]]
+        props = {"compaction.strategy": strategy, "compaction.strategy.header": "", "compaction.strategy.column": "",
+                 "compaction.max.records.per.run": 1000, "compaction.retain.log.end.record": "true",
+                 "delete.retention.ms": 1, "min.compaction.lag.ms": 0}
+        _check_against_model(spark, lake_config, (props, True, batches, [(0, 1), (1, 1), (2, 1)]))
+    finally:
+        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+
+
+def _check_against_model(spark, lake_config, scenario):
     props, partitioned, batches, runs = scenario
     table = f"t.model_{abs(hash((str(props), partitioned, str(batches), str(runs)))) % 10**9}"
     ref = create_compacted_table(spark, lake_config, table, props,
