@@ -41,10 +41,12 @@ IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # used with fullmatch: "$" would 
 # to a shuffle join (with Spark's runtime Bloom filter), so memory stays bounded for any key count.
 BROADCAST_ROWS_MAX = 2_000_000
 REASON_QUARANTINED = "quarantined"
+LONG_MIN = -(2**63)
 
 # Table properties the MERGE relies on. Merge-on-read keeps files (and append times) intact and
 # makes a run's writes proportional to what it removes; snapshot isolation lets appenders commit
-# while a run is in flight (the run only deletes rows it identified at its pinned snapshot).
+# while a run is in flight (a run deletes only rows of its pinned snapshot: the offset-map run
+# first checks that no file appended since may hold an offset inside its range).
 LAYOUT_PROPERTIES = {
     "format-version": "2",
     "write.delete.mode": "merge-on-read",
@@ -270,23 +272,7 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
     ckpt_offsets = ckpt.offsets if not unpartitioned else {None: ckpt.offsets[None]} if None in ckpt.offsets else {}
 
     base = spark.read.option("snapshot-id", snapshot).table(ref.sql())
-    files = (spark.read.option("snapshot-id", snapshot).table(ref.meta("entries"))
-             .where("status < 2 AND data_file.content = 0")
-             .select(F.col("data_file.file_path").alias("_file"), "snapshot_id",
-                     F.col("data_file.file_size_in_bytes").alias("size"),
-                     *[F.col("readable_metrics").getField(c).getField(b).cast("bigint").alias(f"{n}_{b}")
-                       for n, c in (("o", tc.offset_column), ("p", tc.partition_column)) if c
-                       for b in ("lower_bound", "upper_bound")],
-                     # null counts of the identity columns; null (unknown) where metrics are off
-                     F.greatest(*[F.col("readable_metrics").getField(c).getField("null_value_count")
-                                  for c in (tc.offset_column, tc.partition_column, *tc.key_columns) if c],
-                                F.lit(0)).alias("identity_nulls"),
-                     F.greatest(*[F.col("readable_metrics").getField(c).getField("null_value_count").isNull()
-                                  for c in (tc.offset_column, tc.partition_column, *tc.key_columns) if c],
-                                F.lit(False)).alias("identity_nulls_unknown"))
-             .join(spark.table(ref.meta("snapshots")).select("snapshot_id", F.expr("unix_millis(committed_at)").alias("at")),
-                   "snapshot_id", "left")
-             .withColumn("appended_at", F.coalesce("at", F.lit(0)))).collect()
+    files = _data_files(spark, ref, tc, snapshot)
     cutoff = now_ms - tc.min_compaction_lag_ms
     phase("setup_s")
     held: list = []  # persisted frames, released when the run ends
@@ -373,7 +359,7 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
                 log_end[r["p"]] = r["m"]
         log_end_df = F.broadcast(_small_df(spark, log_end or {0: -1}, "log_end"))
         protected = F.lit(tc.retain_log_end_record) & (F.col("o") == F.col("log_end"))
-        ctx = _RunContext(spark, ref, tc, fr, snapshot, hold, in_run, n_run, clean,
+        ctx = _RunContext(spark, ref, tc, fr, snapshot, hold, in_run, n_run, ends, clean,
                           expired_clean=expired_clean, log_end_df=log_end_df, protected=protected)
 
         # Phase 2. Under the offset strategy a run's record beats every cleaned record of its key, so
@@ -402,12 +388,13 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
         if dry_run:
             superseded, read = plan.figures(None)
         else:
-            _check_no_concurrent_cleaner(spark, ref, snapshot)
+            current, appends = _check_no_concurrent_cleaner(spark, ref, snapshot)
+            plan.guard(appends, current)
             if quarantined:
                 _quarantine(spark, cfg, ref, bad_rows, run_id, now_ms)
             _fail_point("after_quarantine")
             phase("pre_merge_s")
-            commit = plan.commit(run_id) and _committed_snapshot(spark, ref, snapshot)
+            commit = plan.commit(run_id) and _committed_snapshot(spark, ref, current)
             phase("merge_s")
             superseded, read = plan.figures(commit["summary"] if commit else {})
             if commit:
@@ -440,6 +427,7 @@ class _RunContext:
     hold: Any
     in_run: Any
     n_run: int
+    ends: dict  # partition -> the run's last offset there
     clean: Any
     expired_clean: Any
     log_end_df: Any
@@ -456,6 +444,7 @@ class _Plan:
     new_retained: dict
     commit: Any
     figures: Any
+    guard: Any = lambda appends, current: None  # called with the appends since the pinned snapshot
 
 
 def _ranked_plan(ctx: _RunContext, retained: dict, bad_rows) -> _Plan:
@@ -546,7 +535,7 @@ def _offset_map_plan(ctx: _RunContext) -> _Plan:
     # Every run record but its key's winner is below the winner's offset (offsets are unique per
     # partition: Kafka's contract, which the quality suite checks), so the MERGE removes it.
     dirty_superseded = ctx.n_run - int(figures["keys"])
-    source = omap.select("p", "key", F.col("winner_o").alias("lc_below"))
+    source = omap.select("p", "key", F.lit(LONG_MIN).alias("lc_from"), F.col("winner_o").alias("lc_below"))
     expired, expiry_read, expired_by_partition = 0, 0, {}
     if ctx.expired_clean is not None:  # read, but kept if it is its partition's log end
         expiry_only = ctx.hold(ctx.expired_clean.join(omap.select("p", "key"), ["p", "key"], "left_anti")
@@ -556,8 +545,9 @@ def _offset_map_plan(ctx: _RunContext) -> _Plan:
         expiry_read = sum(int(r["read"]) for r in rows)
         expired = sum(int(r["n"] or 0) for r in rows)
         expired_by_partition = {r["p"]: r["o"] for r in rows if r["o"] is not None}
-        source = source.unionByName(expiry_only.where("goes").groupBy("p", "key").agg((F.max("o") + 1).alias("lc_below")))
-    source = source.select(*[c.alias(n) for n, c in raw], "lc_below")
+        source = source.unionByName(expiry_only.where("goes").groupBy("p", "key").agg(
+            F.max("o").alias("lc_from"), (F.max("o") + 1).alias("lc_below")))  # the tombstone alone
+    source = source.select(*[c.alias(n) for n, c in raw], "lc_from", "lc_below")
     source = source.withColumn("lc_hash", F.xxhash64(*[F.col(n) for n, _ in raw]))
     # One 64-bit hash of partition and key is the join key; the columns themselves are checked with
     # >= and <= rather than '=' (Spark makes every '=' a hash key, and a join on one long probes
@@ -567,7 +557,7 @@ def _offset_map_plan(ctx: _RunContext) -> _Plan:
     hashed += [f"t.{q(c)}" for c in tc.key_columns]  # the same values and types as the source's
     on = " AND ".join([f"xxhash64({', '.join(hashed)}) = s.lc_hash"]
                       + [f"t.{q(c)} >= s.{n} AND t.{q(c)} <= s.{n}" for c, (n, _) in zip(target_cols, raw)]
-                      + [f"t.{q(tc.offset_column)} < s.lc_below"])
+                      + [f"t.{q(tc.offset_column)} >= s.lc_from AND t.{q(tc.offset_column)} < s.lc_below"])
     n_source = ctx.n_run + expired
     source = _join_side(source, n_source)
 
@@ -581,8 +571,21 @@ def _offset_map_plan(ctx: _RunContext) -> _Plan:
             # net of delete files the commit replaced: Iceberg folds a data file's earlier
             # position deletes into the new delete file (and reports those as removed)
             matched = int(summary.get("added-position-deletes", 0)) - int(summary.get("removed-position-deletes", 0))
-        superseded = matched - expired
+        superseded = max(matched - expired, 0)
         return superseded, ctx.n_run + (superseded - dirty_superseded) + expiry_read
+
+    def guard(appends, current):
+        """Records appended during the run at offsets inside its range (late arrivals) were never
+        examined, and the MERGE reads the table as it is: it would remove them unseen. Stop."""
+        if not appends:
+            return
+        added = set(appends)
+        late = [f["_file"] for f in _data_files(spark, ctx.ref, tc, current)
+                if f["snapshot_id"] in added and _may_hold_run_offsets(f, ctx.ends)]
+        if late:
+            raise CompactionError(ctx.ref.short, f"{len(late)} data file(s) appended during the run may hold offsets "
+                                                 f"inside the run's range (late arrivals, e.g. {late[0]}); nothing "
+                                                 f"committed, the next run includes them")
 
     def commit(run_id: str) -> bool:
         if not n_source:
@@ -592,7 +595,19 @@ def _offset_map_plan(ctx: _RunContext) -> _Plan:
 
     return _Plan(expired=expired, expired_by_partition=expired_by_partition,
                  new_tombstones=int(figures["new_tombstones"] or 0), new_retained={}, commit=commit,
-                 figures=figures_of)
+                 figures=figures_of, guard=guard)
+
+
+def _may_hold_run_offsets(f, ends: dict) -> bool:
+    """From a data file's metrics: may it hold a record of a run partition at or below the run's
+    last offset there? Unknown bounds count as yes."""
+    bounds = f.asDict()
+    p_lo, p_hi, o_lo = bounds.get("p_lower_bound"), bounds.get("p_upper_bound"), bounds.get("o_lower_bound")
+    for p, end in ends.items():
+        in_partition = p_lo is None or p_hi is None or p_lo <= p <= p_hi
+        if in_partition and (o_lo is None or o_lo <= end):
+            return True
+    return False
 
 
 def _join_side(df, rows: int):
@@ -672,12 +687,40 @@ def _ensure_layout(spark, ref: TableRef, props: dict[str, str]) -> None:
         spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ({assignments})")
 
 
-def _check_no_concurrent_cleaner(spark, ref: TableRef, snapshot: int) -> None:
+def _data_files(spark, ref: TableRef, tc: TableConfig, snapshot: int) -> list:
+    """Live data files at ``snapshot`` with what the run needs from Iceberg's metrics: offset and
+    partition bounds, null counts of the identity columns (unknown where a column has no metrics),
+    size, and the commit time of the snapshot that added each (the records' append time)."""
+    from pyspark.sql import functions as F
+
+    entries = spark.read.option("snapshot-id", snapshot).table(ref.meta("entries"))
+    with_metrics = set(entries.schema["readable_metrics"].dataType.fieldNames())
+    identity = [c for c in (tc.offset_column, tc.partition_column, *tc.key_columns) if c]
+    null_counts = [F.col("readable_metrics").getField(c).getField("null_value_count") for c in identity
+                   if c in with_metrics]
+    return (entries.where("status < 2 AND data_file.content = 0")
+            .select(F.col("data_file.file_path").alias("_file"), "snapshot_id",
+                    F.col("data_file.file_size_in_bytes").alias("size"),
+                    *[(F.col("readable_metrics").getField(c).getField(b).cast("bigint") if c in with_metrics
+                       else F.lit(None).cast("bigint")).alias(f"{n}_{b}")
+                      for n, c in (("o", tc.offset_column), ("p", tc.partition_column)) if c
+                      for b in ("lower_bound", "upper_bound")],
+                    F.greatest(*[F.abs(c) for c in null_counts], F.lit(0), F.lit(0)).alias("identity_nulls"),
+                    F.greatest(*[c.isNull() for c in null_counts], F.lit(len(null_counts) < len(identity)),
+                               F.lit(False)).alias("identity_nulls_unknown"))
+            .join(spark.table(ref.meta("snapshots")).select("snapshot_id", F.expr("unix_millis(committed_at)").alias("at")),
+                  "snapshot_id", "left")
+            .withColumn("appended_at", F.coalesce("at", F.lit(0)))).collect()
+
+
+def _check_no_concurrent_cleaner(spark, ref: TableRef, snapshot: int) -> tuple[int | None, list[int]]:
     """Since the pinned snapshot, only appends may have happened; anything else (another cleaner, a
-    user's DELETE) means our decisions may be stale: stop before committing anything."""
+    user's DELETE) means our decisions may be stale: stop before committing anything. Returns the
+    current snapshot and the appends since the pinned one."""
     rows = spark.sql(f"SELECT snapshot_id, parent_id, operation FROM {ref.meta('snapshots')}").collect()
     by_id = {r["snapshot_id"]: r for r in rows}
-    node = current_snapshot(spark, ref)
+    current = node = current_snapshot(spark, ref)
+    appends = []
     while node is not None and node != snapshot:
         row = by_id.get(node)
         if row is None:
@@ -685,20 +728,23 @@ def _check_no_concurrent_cleaner(spark, ref: TableRef, snapshot: int) -> None:
         if row["operation"] != "append":
             raise CompactionError(ref.short, f"table changed by a concurrent {row['operation']} (snapshot {node}) "
                                              f"since snapshot {snapshot}; nothing committed, the next run starts over")
+        appends.append(node)
         node = row["parent_id"]
+    return current, appends
 
 
 def _committed_snapshot(spark, ref: TableRef, since: int) -> dict | None:
-    """Our MERGE's snapshot: the non-append on the current lineage after the pinned one."""
+    """Our MERGE's snapshot: the first non-append on the current lineage after ``since`` (the
+    table as it was checked just before the MERGE), whatever may have been committed after it."""
     rows = spark.sql(f"SELECT snapshot_id, parent_id, operation, summary FROM {ref.meta('snapshots')}").collect()
     by_id = {r["snapshot_id"]: r for r in rows}
-    node = current_snapshot(spark, ref)
+    node, ours = current_snapshot(spark, ref), None
     while node is not None and node != since and node in by_id:
         row = by_id[node]
         if row["operation"] != "append":
-            return {"snapshot_id": node, "summary": dict(row["summary"] or {})}
+            ours = {"snapshot_id": node, "summary": dict(row["summary"] or {})}
         node = row["parent_id"]
-    return None
+    return ours
 
 
 def quarantine_table(cfg: LakecleanerConfig, ref: TableRef) -> TableRef:

@@ -214,3 +214,29 @@ def test_cli_submits_the_job_and_prints_one_json_line(config_file, spark, lake_c
     bad = subprocess.run([sys.executable, "-m", "lakecleaner.cli", "--config", str(config_file), "compact",
                           "t.does_not_exist"], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 1 and "table t.does_not_exist: cannot load table" in json.loads(bad.stdout)["error"]
+
+
+def test_a_late_arrival_inside_the_run_range_stops_an_offset_map_run(spark, lake_config, table_name, monkeypatch):
+    """The offset map's MERGE reads the table as it is at commit time: a record landing meanwhile
+    at an offset the run covers was never examined, so the run must not remove it unseen."""
+    ref = _filled(spark, lake_config, table_name)
+    before = _ids(spark, ref)
+    original = engine._check_no_concurrent_cleaner
+
+    def late_arrival_first(spark_, ref_, snapshot):
+        # partition 0 holds even offsets only: 1 is free there, and below the run's end
+        append(spark, ref, [{"key": "k1", "offset": 1, "partition": 0, "value": "late"}])
+        return original(spark_, ref_, snapshot)
+
+    monkeypatch.setattr(engine, "_check_no_concurrent_cleaner", late_arrival_first)
+    with pytest.raises(CompactionError, match=rf"table {table_name}: 1 data file\(s\) appended during the run may "
+                                              rf"hold offsets inside the run's range.*nothing committed"):
+        compact_table(spark, lake_config, table_name, now_ms=int(time.time() * 1000))
+    assert _ids(spark, ref) == sorted(before + [(0, 1)])
+    assert CHECKPOINT_PROPERTY not in _props(spark, ref)
+
+    monkeypatch.undo()
+    now = int(time.time() * 1000) + 1
+    expected, _ = _expected(spark, lake_config, table_name, now)
+    compact_table(spark, lake_config, table_name, now_ms=now)
+    assert _ids(spark, ref) == expected
