@@ -370,7 +370,7 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
             plan = _offset_map_plan(ctx)
             bytes_read = sum(f["size"] for f in files)  # its MERGE reads every file (keys and offsets)
         else:
-            plan = _ranked_plan(ctx, retained, bad_rows if quarantined else None)
+            plan = _ranked_plan(ctx, retained, bad_rows if quarantined else None, quarantined)
         phase("plan_s")
 
         expired = plan.expired
@@ -383,7 +383,7 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
         result.update(
             quarantined=quarantined, expired_tombstone_latest_cleaned_ms=latest_cleaned, anomalous=anomalous,
             dirty_records_in_run=n_run, bytes_read=bytes_read, bytes_written=0,
-            files_rewritten=0, delete_files_written=0, phases=phase.times, snapshot_id=snapshot,
+            files_rewritten=0, delete_files_written=0, snapshot_id=snapshot,
             committed_snapshot_id=None, checkpoint=_ckpt_summary(new_ckpt))
         if dry_run:
             superseded, read = plan.figures(None)
@@ -447,7 +447,7 @@ class _Plan:
     guard: Any = lambda appends, current: None  # called with the appends since the pinned snapshot
 
 
-def _ranked_plan(ctx: _RunContext, retained: dict, bad_rows) -> _Plan:
+def _ranked_plan(ctx: _RunContext, retained: dict, bad_rows, n_bad: int) -> _Plan:
     """Look up the cleaned records of the run's keys, rank every candidate by the strategy, and
     remove the losers (plus expired tombstones and bad records) by exact identity."""
     from pyspark.sql import Window
@@ -499,7 +499,6 @@ def _ranked_plan(ctx: _RunContext, retained: dict, bad_rows) -> _Plan:
     if expired:
         expired_by_partition = {r["p"]: r["o"] for r in decided.where(F.col("reason") == REASON_EXPIRED_TOMBSTONE)
                                 .groupBy("p").agg(F.max("o").alias("o")).collect()}
-    n_bad = bad_rows.count() if bad_rows is not None else 0
 
     def commit(run_id: str) -> bool:
         removals = decided.where(F.col("reason").isNotNull()).select(*[n for n, _ in fr.match])
@@ -717,34 +716,33 @@ def _check_no_concurrent_cleaner(spark, ref: TableRef, snapshot: int) -> tuple[i
     """Since the pinned snapshot, only appends may have happened; anything else (another cleaner, a
     user's DELETE) means our decisions may be stale: stop before committing anything. Returns the
     current snapshot and the appends since the pinned one."""
-    rows = spark.sql(f"SELECT snapshot_id, parent_id, operation FROM {ref.meta('snapshots')}").collect()
-    by_id = {r["snapshot_id"]: r for r in rows}
-    current = node = current_snapshot(spark, ref)
-    appends = []
-    while node is not None and node != snapshot:
-        row = by_id.get(node)
-        if row is None:
-            break
+    current, since = _lineage_since(spark, ref, snapshot)
+    for row in since:
         if row["operation"] != "append":
-            raise CompactionError(ref.short, f"table changed by a concurrent {row['operation']} (snapshot {node}) "
-                                             f"since snapshot {snapshot}; nothing committed, the next run starts over")
-        appends.append(node)
-        node = row["parent_id"]
-    return current, appends
+            raise CompactionError(ref.short, f"table changed by a concurrent {row['operation']} (snapshot "
+                                             f"{row['snapshot_id']}) since snapshot {snapshot}; nothing committed, "
+                                             f"the next run starts over")
+    return current, [row["snapshot_id"] for row in since]
 
 
 def _committed_snapshot(spark, ref: TableRef, since: int) -> dict | None:
     """Our MERGE's snapshot: the first non-append on the current lineage after ``since`` (the
     table as it was checked just before the MERGE), whatever may have been committed after it."""
+    _, after = _lineage_since(spark, ref, since)
+    ours = next((row for row in reversed(after) if row["operation"] != "append"), None)
+    return {"snapshot_id": ours["snapshot_id"], "summary": dict(ours["summary"] or {})} if ours else None
+
+
+def _lineage_since(spark, ref: TableRef, snapshot: int) -> tuple[int | None, list]:
+    """The current snapshot, and the snapshots on its lineage after ``snapshot``, newest first."""
     rows = spark.sql(f"SELECT snapshot_id, parent_id, operation, summary FROM {ref.meta('snapshots')}").collect()
     by_id = {r["snapshot_id"]: r for r in rows}
-    node, ours = current_snapshot(spark, ref), None
-    while node is not None and node != since and node in by_id:
-        row = by_id[node]
-        if row["operation"] != "append":
-            ours = {"snapshot_id": node, "summary": dict(row["summary"] or {})}
-        node = row["parent_id"]
-    return ours
+    current = node = current_snapshot(spark, ref)
+    lineage = []
+    while node is not None and node != snapshot and node in by_id:
+        lineage.append(by_id[node])
+        node = by_id[node]["parent_id"]
+    return current, lineage
 
 
 def quarantine_table(cfg: LakecleanerConfig, ref: TableRef) -> TableRef:
