@@ -8,6 +8,7 @@ compare like with like on a noisy machine: incremental time, naive time, their r
 peak driver memory (RSS of the driver JVM, sampled) and the incremental run's phase timings.
 
 Usage: python benchmarks/bench_compaction.py [--sizes 1250000,5000000,20000000] [--dirty 0.05] [--repeats 3]
+       [--spark-conf KEY=VALUE ...]
 """
 from __future__ import annotations
 
@@ -140,10 +141,13 @@ def main() -> int:
     parser.add_argument("--dirty", type=float, default=0.05)
     parser.add_argument("--repeats", type=int, default=3, help="timings per job; the median is reported")
     parser.add_argument("--warehouse", default=str(Path(__file__).resolve().parent / "results" / "warehouse"))
+    parser.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a Spark setting for both jobs (to compare settings run by run)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    overrides = dict(kv.split("=", 1) for kv in args.spark_conf)
     cfg = LakecleanerConfig(catalog=CatalogConfig(warehouse=args.warehouse),
-                            spark=SparkConfig(master="local[2]", driver_memory="4g"))
+                            spark=SparkConfig(master="local[2]", driver_memory="4g", conf=overrides))
     spark = get_spark(cfg, "lakecleaner-bench")
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{cfg.catalog.name}`.`bench`")
     pid = jvm_pid(spark)

@@ -35,6 +35,15 @@ def iceberg_runtime_jar() -> str:
     return jars[-1]
 
 
+# JVM options of the cleaner's driver and executors. A run's dominant cost is probing every key of
+# the table against a broadcast map of the run's keys: random reads into tens of MB, bound by
+# memory latency. Transparent huge pages cut the TLB misses (the probe of 20M rows against 1M keys:
+# 3.25 s -> 2.72 s), and the throughput collector suits these short batch jobs better than G1 (warm
+# 20M-record runs: 6.6-8.1 s -> 5.7 s). Measured in benchmarks/, where the naive rewrite runs with
+# the same options. IgnoreUnrecognizedVMOptions: the huge-page flag exists only in Linux JVMs.
+JVM_OPTIONS = "-XX:+UseParallelGC -XX:+IgnoreUnrecognizedVMOptions -XX:+UseTransparentHugePages"
+
+
 def spark_conf(cfg: LakecleanerConfig) -> dict[str, str]:
     conf = {
         "spark.sql.extensions": EXTENSIONS,
@@ -47,7 +56,12 @@ def spark_conf(cfg: LakecleanerConfig) -> dict[str, str]:
         "spark.sql.optimizer.runtime.bloomFilter.enabled": "true",
         "spark.sql.optimizer.runtime.bloomFilter.applicationSideScanSizeThreshold": "64MB",
         "spark.sql.optimizer.runtime.bloomFilter.creationSideThreshold": "512MB",
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{Path(__file__).parent / 'log4j2.properties'}",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{Path(__file__).parent / 'log4j2.properties'} "
+                                         f"{JVM_OPTIONS}",
+        "spark.executor.extraJavaOptions": JVM_OPTIONS,
+        # Run-scoped caches (the offset map) live for one run: compressing them costs more CPU than
+        # the memory it saves (building the 1M-key map of the 20M-record benchmark table: 1.52 s -> 1.35 s).
+        "spark.sql.inMemoryColumnarStorage.compressed": "false",
         "spark.driver.memory": cfg.spark.driver_memory,
     }
     if cfg.spark.iceberg_runtime == "auto":

@@ -38,3 +38,15 @@ def test_spark_job_on_hand_worked_case(spark, lake_config, case):
             quarantined = spark.table(TableRef.parse(table + "__quarantine", "lake").sql())
             assert {(r["partition"], r["offset"]) for r in quarantined.collect()} == run.quarantined
             assert {r["quarantine_reason"] for r in quarantined.collect()} == {"null key"}
+
+
+def test_cleaner_jvm_runs_with_its_options(spark):
+    """The JVM options chosen for the cleaner (lakecleaner.spark.JVM_OPTIONS) reach the driver JVM:
+    the throughput collector is the one running."""
+    from lakecleaner.spark import JVM_OPTIONS
+
+    management = spark._jvm.java.lang.management.ManagementFactory
+    arguments = list(management.getRuntimeMXBean().getInputArguments())
+    assert all(option in arguments for option in JVM_OPTIONS.split())
+    collectors = {bean.getName() for bean in management.getGarbageCollectorMXBeans()}
+    assert collectors == {"PS Scavenge", "PS MarkSweep"}, collectors

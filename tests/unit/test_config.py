@@ -792,3 +792,14 @@ def test_defaults_must_be_a_mapping(tmp_path):
 def test_cleaner_threads_must_be_positive_integer(tmp_path, yaml_value, value):
     path = write(tmp_path, f"cleaner:\n  threads: {yaml_value}\n")
     check_error(load_error(path), None, "cleaner.threads", value, "must be a positive integer")
+
+
+def test_spark_conf_jvm_options_driver_and_executors_and_overridable():
+    from lakecleaner.spark import JVM_OPTIONS, spark_conf
+
+    conf = spark_conf(LakecleanerConfig())
+    assert conf["spark.driver.extraJavaOptions"].endswith(JVM_OPTIONS)
+    assert "-Dlog4j2.configurationFile=" in conf["spark.driver.extraJavaOptions"]
+    assert conf["spark.executor.extraJavaOptions"] == JVM_OPTIONS
+    custom = LakecleanerConfig(spark=SparkConfig(conf={"spark.executor.extraJavaOptions": "-Xss4m"}))
+    assert spark_conf(custom)["spark.executor.extraJavaOptions"] == "-Xss4m"
