@@ -292,7 +292,10 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
         # are dated by their data file only when some file is young enough for the lag to matter.
         dirty_pred = _partition_pred(F, fr.p_raw, fr.o_raw, ckpt_offsets, ">", True)
         dirty_scan = base.where(dirty_pred & ~fr.bad)
-        if any(r["appended_at"] > cutoff for r in files):
+        retained = to_int(ckpt.retained)
+        offset_map_run = not tc.versioned and not retained and not quarantined
+        any_young = any(r["appended_at"] > cutoff for r in files)
+        if any_young:
             file_times = spark.createDataFrame([(r["_file"], r["appended_at"]) for r in files],
                                                "_file string, appended_at bigint")
             dirty = (fr.narrow(dirty_scan.select("*", "_file"), extra=[F.col("_file")])
@@ -304,9 +307,23 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
         # Not persisted: Iceberg prunes a rescan to the dirty files, which costs less than caching.
         dirty = dirty.withColumn("anom", ~F.col("has_ver") if tc.versioned else F.lit(False))
 
+        # The common offset-strategy run: no record is younger than the lag, so the run is the whole
+        # dirty part unless it is over budget. Its offset map is then built straight from the dirty
+        # part, and summing the map per partition gives the figures the run needs: one aggregation
+        # of the dirty part instead of two.
+        omap, per_p = None, None
+        if offset_map_run and not any_young:
+            omap = hold(_offset_map(dirty))
+            per_p = omap.groupBy("p").agg(F.lit(None).alias("young_min"), F.max("winner_o").alias("end"),
+                                          F.sum("n").alias("n"), F.lit(0).alias("anom"), F.count("*").alias("keys"),
+                                          F.sum("winner_tomb").alias("new_tombstones")).collect()
+            if sum(int(r["n"]) for r in per_p) > tc.max_records_per_run:
+                omap.unpersist()  # a partial run: its map is built from its range below
+                omap = per_p = None
         # Rule 3: per partition, stop at the first record younger than the lag; then the budget.
-        per_p = dirty.groupBy("p").agg(F.min(F.when(young, F.col("o"))).alias("young_min"), F.max("o").alias("end"),
-                                       F.count("*").alias("n"), anom).collect()
+        if per_p is None:
+            per_p = dirty.groupBy("p").agg(F.min(F.when(young, F.col("o"))).alias("young_min"),
+                                           F.max("o").alias("end"), F.count("*").alias("n"), anom).collect()
         young_min = {r["p"]: r["young_min"] for r in per_p if r["young_min"] is not None}
         log_end = {r["p"]: r["end"] for r in per_p}
         eligible, by_p = dirty, per_p
@@ -340,7 +357,6 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
 
         clean_pred = ~dirty_pred & ~fr.bad if ckpt_offsets else F.lit(False)
         clean = fr.narrow(base.where(clean_pred), with_tomb=False)
-        retained = to_int(ckpt.retained)
         expired_through = {}
         for p in (ckpt_offsets or {}):
             h = ckpt.expired_through(p, now_ms, tc.delete_retention_ms)
@@ -366,8 +382,12 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
         # Kafka's own algorithm applies: an offset map of the run's keys, and one MERGE that reads the
         # table once. Otherwise the cleaned records of the run's keys are looked up and ranked.
         bytes_read = _bytes_scanned(files, ckpt_offsets, unpartitioned)
-        if not tc.versioned and not retained and not quarantined:
-            plan = _offset_map_plan(ctx)
+        if offset_map_run:
+            prebuilt = None
+            if omap is not None:  # keys and new tombstones of the whole dirty part, summed above
+                prebuilt = (omap, {"keys": sum(int(r["keys"]) for r in per_p),
+                                   "new_tombstones": sum(int(r["new_tombstones"] or 0) for r in per_p)})
+            plan = _offset_map_plan(ctx, prebuilt)
             bytes_read = sum(f["size"] for f in files)  # its MERGE reads every file (keys and offsets)
         else:
             plan = _ranked_plan(ctx, retained, bad_rows if quarantined else None, quarantined)
@@ -516,7 +536,17 @@ def _ranked_plan(ctx: _RunContext, retained: dict, bad_rows, n_bad: int) -> _Pla
                  figures=lambda summary: (superseded, int(figures["read"])))
 
 
-def _offset_map_plan(ctx: _RunContext) -> _Plan:
+def _offset_map(in_run):
+    """Kafka's offset map: each key's highest offset in the run (its winner), whether that winner is
+    a tombstone, and how many records of the key the run holds."""
+    from pyspark.sql import functions as F
+
+    return in_run.groupBy("p", "key").agg(F.max("o").alias("winner_o"),
+                                          F.max_by(F.col("tomb").cast("int"), "o").alias("winner_tomb"),
+                                          F.count("*").alias("n"))
+
+
+def _offset_map_plan(ctx: _RunContext, prebuilt=None) -> _Plan:
     """Kafka's cleaner: map each of the run's keys to its highest offset in the run, then delete
     every record of the key below it, cleaned or dirty, in one MERGE that reads the table once. No
     record of the run's range is above the map's offset (the run is a prefix of each partition),
@@ -527,10 +557,11 @@ def _offset_map_plan(ctx: _RunContext) -> _Plan:
     spark, tc = ctx.spark, ctx.tc
     raw = [("lc_p", F.col("p"))] if tc.partition_column else []  # p is the partition as bigint
     raw += [(f"lc_k{i}", F.col("key").getField(f"k{i}")) for i in range(len(tc.key_columns))]
-    omap = ctx.in_run.groupBy("p", "key").agg(F.max("o").alias("winner_o"),
-                                              F.max_by(F.col("tomb").cast("int"), "o").alias("winner_tomb"))
-    omap = ctx.hold(omap)  # feeds the figures and the MERGE: caching measured cheaper than a rebuild
-    figures = omap.agg(F.count("*").alias("keys"), F.sum("winner_tomb").alias("new_tombstones")).collect()[0]
+    if prebuilt is not None:  # (map, figures) built from the dirty part when it is the whole run
+        omap, figures = prebuilt
+    else:
+        omap = ctx.hold(_offset_map(ctx.in_run))  # feeds the figures and the MERGE: cheaper than a rebuild
+        figures = omap.agg(F.count("*").alias("keys"), F.sum("winner_tomb").alias("new_tombstones")).collect()[0]
     # Every run record but its key's winner is below the winner's offset (offsets are unique per
     # partition: Kafka's contract, which the quality suite checks), so the MERGE removes it.
     dirty_superseded = ctx.n_run - int(figures["keys"])
