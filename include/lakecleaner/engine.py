@@ -5,7 +5,8 @@ file statistics) and find the run's range (old enough, within the budget, a pref
 partition in offset order). Phase 2 has two forms:
 - offset strategy: Kafka's own cleaner. An offset map (each run key's highest offset in the run)
   and one MERGE deleting every record of those keys below it; the MERGE's scan is the only read of
-  the clean part, since a run's record always beats the cleaned records of its key;
+  the clean part, since a run's record always beats the cleaned records of its key. When the whole
+  dirty part is the run (nothing too young, within budget), phase 1 builds the map directly;
 - versioned strategies (and runs with bad rows or a retained log end): look the run's keys up in
   the clean part, rank every candidate by the strategy, and delete the losers, expired tombstones
   and bad records by identity with one MERGE.

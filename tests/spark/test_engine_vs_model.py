@@ -105,6 +105,27 @@ def test_above_the_broadcast_bound_joins_shuffle_and_agree_with_the_model(spark,
         spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
 
 
+def test_offset_map_over_budget_and_within_agree_with_the_model(spark, lake_config, monkeypatch):
+    """An offset-strategy run over budget takes its range first and maps it; one within budget maps
+    the whole dirty part directly. Both ways, in one table's life, against the model."""
+    from lakecleaner import engine
+
+    prebuilt_seen = []
+    plan = engine._offset_map_plan
+    monkeypatch.setattr(engine, "_offset_map_plan",
+                        lambda ctx, prebuilt=None: prebuilt_seen.append(prebuilt is not None) or plan(ctx, prebuilt))
+    rec = lambda key, p, value="x": {"key": key, "partition": p, "timestamp": 1, "headers": None,  # noqa: E731
+                                     "tombstone": None, "value": value, "ver": None}
+    batches = [[rec("a", 0), rec("b", 1), rec("a", 0), rec("c", 0), rec("b", 1)],  # 5: over the budget of 4
+               [rec("a", 0), rec("d", 1, None), rec("b", 1)],  # 1 left over + 3: within it
+               [rec("c", 0)]]
+    props = {"compaction.strategy": "offset", "compaction.strategy.header": "", "compaction.strategy.column": "",
+             "compaction.max.records.per.run": 4, "compaction.retain.log.end.record": "false",
+             "delete.retention.ms": 1, "min.compaction.lag.ms": 0}
+    _check_against_model(spark, lake_config, (props, True, batches, [(0, 1), (1, 1)]))
+    assert False in prebuilt_seen and True in prebuilt_seen, prebuilt_seen
+
+
 def _check_against_model(spark, lake_config, scenario):
     props, partitioned, batches, runs = scenario
     table = f"t.model_{abs(hash((str(props), partitioned, str(batches), str(runs)))) % 10**9}"
