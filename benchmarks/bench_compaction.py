@@ -145,6 +145,8 @@ def main() -> int:
                         help="override a Spark setting for both jobs (to compare settings run by run)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    if any("=" not in kv for kv in args.spark_conf):
+        parser.error("--spark-conf takes KEY=VALUE")
     overrides = dict(kv.split("=", 1) for kv in args.spark_conf)
     cfg = LakecleanerConfig(catalog=CatalogConfig(warehouse=args.warehouse),
                             spark=SparkConfig(master="local[2]", driver_memory="4g", conf=overrides))
@@ -177,7 +179,8 @@ def main() -> int:
     print(f"target 2: table x4 with the same dirty volume ({dirty:,}): incremental time x{growth:.2f} (target <= 1.5)")
     out = Path(__file__).resolve().parent / "results"
     out.mkdir(exist_ok=True)
-    (out / f"compaction-{int(time.time())}.json").write_text(json.dumps(results, indent=2))
+    (out / f"compaction-{int(time.time())}.json").write_text(
+        json.dumps({"spark_conf_overrides": overrides, "results": results}, indent=2))
     return 0
 
 
