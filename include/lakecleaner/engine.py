@@ -312,15 +312,15 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
         # dirty part unless it is over budget. Its offset map is then built straight from the dirty
         # part, and summing the map per partition gives the figures the run needs: one aggregation
         # of the dirty part instead of two.
-        omap, per_p = None, None
+        omap, omap_sums, per_p = None, None, None
         if offset_map_run and not any_young:
             omap = hold(_offset_map(dirty))
-            per_p = omap.groupBy("p").agg(F.lit(None).alias("young_min"), F.max("winner_o").alias("end"),
-                                          F.sum("n").alias("n"), F.lit(0).alias("anom"), F.count("*").alias("keys"),
-                                          F.sum("winner_tomb").alias("new_tombstones")).collect()
-            if sum(int(r["n"]) for r in per_p) > tc.max_records_per_run:
+            omap_sums = _offset_map_sums(omap)
+            if sum(r["n"] for r in omap_sums) > tc.max_records_per_run:
                 omap.unpersist()  # a partial run: its map is built from its range below
-                omap = per_p = None
+                omap = omap_sums = None
+            else:  # nothing young, nothing anomalous (no versions under the offset strategy)
+                per_p = [{**r, "young_min": None, "anom": 0} for r in omap_sums]
         # Rule 3: per partition, stop at the first record younger than the lag; then the budget.
         if per_p is None:
             per_p = dirty.groupBy("p").agg(F.min(F.when(young, F.col("o"))).alias("young_min"),
@@ -382,16 +382,12 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
         # Phase 2. Under the offset strategy a run's record beats every cleaned record of its key, so
         # Kafka's own algorithm applies: an offset map of the run's keys, and one MERGE that reads the
         # table once. Otherwise the cleaned records of the run's keys are looked up and ranked.
-        bytes_read = _bytes_scanned(files, ckpt_offsets, unpartitioned)
         if offset_map_run:
-            prebuilt = None
-            if omap is not None:  # keys and new tombstones of the whole dirty part, summed above
-                prebuilt = (omap, {"keys": sum(int(r["keys"]) for r in per_p),
-                                   "new_tombstones": sum(int(r["new_tombstones"] or 0) for r in per_p)})
-            plan = _offset_map_plan(ctx, prebuilt)
+            plan = _offset_map_plan(ctx, omap, omap_sums)
             bytes_read = sum(f["size"] for f in files)  # its MERGE reads every file (keys and offsets)
         else:
             plan = _ranked_plan(ctx, retained, bad_rows if quarantined else None, quarantined)
+            bytes_read = _bytes_scanned(files, ckpt_offsets, unpartitioned)
         phase("plan_s")
 
         expired = plan.expired
@@ -547,7 +543,16 @@ def _offset_map(in_run):
                                           F.count("*").alias("n"))
 
 
-def _offset_map_plan(ctx: _RunContext, prebuilt=None) -> _Plan:
+def _offset_map_sums(omap) -> list[dict]:
+    """Per partition of an offset map: its last offset, records, keys and winning tombstones."""
+    from pyspark.sql import functions as F
+
+    return [{k: int(v or 0) for k, v in r.asDict().items()} for r in omap.groupBy("p").agg(
+        F.max("winner_o").alias("end"), F.sum("n").alias("n"), F.count("*").alias("keys"),
+        F.sum("winner_tomb").alias("new_tombstones")).collect()]
+
+
+def _offset_map_plan(ctx: _RunContext, omap=None, sums=None) -> _Plan:
     """Kafka's cleaner: map each of the run's keys to its highest offset in the run, then delete
     every record of the key below it, cleaned or dirty, in one MERGE that reads the table once. No
     record of the run's range is above the map's offset (the run is a prefix of each partition),
@@ -558,14 +563,12 @@ def _offset_map_plan(ctx: _RunContext, prebuilt=None) -> _Plan:
     spark, tc = ctx.spark, ctx.tc
     raw = [("lc_p", F.col("p"))] if tc.partition_column else []  # p is the partition as bigint
     raw += [(f"lc_k{i}", F.col("key").getField(f"k{i}")) for i in range(len(tc.key_columns))]
-    if prebuilt is not None:  # (map, figures) built from the dirty part when it is the whole run
-        omap, figures = prebuilt
-    else:
+    if omap is None:  # otherwise built from the dirty part, which is the whole run (see _compact)
         omap = ctx.hold(_offset_map(ctx.in_run))  # feeds the figures and the MERGE: cheaper than a rebuild
-        figures = omap.agg(F.count("*").alias("keys"), F.sum("winner_tomb").alias("new_tombstones")).collect()[0]
+        sums = _offset_map_sums(omap)
     # Every run record but its key's winner is below the winner's offset (offsets are unique per
     # partition: Kafka's contract, which the quality suite checks), so the MERGE removes it.
-    dirty_superseded = ctx.n_run - int(figures["keys"])
+    dirty_superseded = ctx.n_run - sum(r["keys"] for r in sums)
     source = omap.select("p", "key", F.lit(LONG_MIN).alias("lc_from"), F.col("winner_o").alias("lc_below"))
     expired, expiry_read, expired_by_partition = 0, 0, {}
     if ctx.expired_clean is not None:  # read, but kept if it is its partition's log end
@@ -625,7 +628,7 @@ def _offset_map_plan(ctx: _RunContext, prebuilt=None) -> _Plan:
         return True
 
     return _Plan(expired=expired, expired_by_partition=expired_by_partition,
-                 new_tombstones=int(figures["new_tombstones"] or 0), new_retained={}, commit=commit,
+                 new_tombstones=sum(r["new_tombstones"] for r in sums), new_retained={}, commit=commit,
                  figures=figures_of, guard=guard)
 
 

@@ -113,7 +113,7 @@ def test_offset_map_over_budget_and_within_agree_with_the_model(spark, lake_conf
     prebuilt_seen = []
     plan = engine._offset_map_plan
     monkeypatch.setattr(engine, "_offset_map_plan",
-                        lambda ctx, prebuilt=None: prebuilt_seen.append(prebuilt is not None) or plan(ctx, prebuilt))
+                        lambda ctx, omap=None, sums=None: prebuilt_seen.append(omap is not None) or plan(ctx, omap, sums))
     rec = lambda key, p, value="x": {"key": key, "partition": p, "timestamp": 1, "headers": None,  # noqa: E731
                                      "tombstone": None, "value": value, "ver": None}
     batches = [[rec("a", 0), rec("b", 1), rec("a", 0), rec("c", 0), rec("b", 1)],  # 5: over the budget of 4
