@@ -751,7 +751,11 @@ def _check_no_concurrent_cleaner(spark, ref: TableRef, snapshot: int) -> tuple[i
     """Since the pinned snapshot, only appends may have happened; anything else (another cleaner, a
     user's DELETE) means our decisions may be stale: stop before committing anything. Returns the
     current snapshot and the appends since the pinned one."""
-    current, since = _lineage_since(spark, ref, snapshot)
+    current, since, reached = _lineage_since(spark, ref, snapshot)
+    if not reached:
+        raise CompactionError(ref.short, f"snapshot {snapshot}, which the run read, is no longer on the table's "
+                                         f"current lineage (rolled back or expired); nothing committed, the next "
+                                         f"run starts over")
     for row in since:
         if row["operation"] != "append":
             raise CompactionError(ref.short, f"table changed by a concurrent {row['operation']} (snapshot "
@@ -763,21 +767,23 @@ def _check_no_concurrent_cleaner(spark, ref: TableRef, snapshot: int) -> tuple[i
 def _committed_snapshot(spark, ref: TableRef, since: int) -> dict | None:
     """Our MERGE's snapshot: the first non-append on the current lineage after ``since`` (the
     table as it was checked just before the MERGE), whatever may have been committed after it."""
-    _, after = _lineage_since(spark, ref, since)
+    _, after, _ = _lineage_since(spark, ref, since)
     ours = next((row for row in reversed(after) if row["operation"] != "append"), None)
     return {"snapshot_id": ours["snapshot_id"], "summary": dict(ours["summary"] or {})} if ours else None
 
 
-def _lineage_since(spark, ref: TableRef, snapshot: int) -> tuple[int | None, list]:
-    """The current snapshot, and the snapshots on its lineage after ``snapshot``, newest first."""
+def _lineage_since(spark, ref: TableRef, snapshot: int) -> tuple[int | None, list, bool]:
+    """The current snapshot, the snapshots on its lineage after ``snapshot`` (newest first), and
+    whether the walk reached ``snapshot``. The current snapshot is read first: a commit landing
+    between the two reads is then in the snapshot list, not a current snapshot missing from it."""
+    current = node = current_snapshot(spark, ref)
     rows = spark.sql(f"SELECT snapshot_id, parent_id, operation, summary FROM {ref.meta('snapshots')}").collect()
     by_id = {r["snapshot_id"]: r for r in rows}
-    current = node = current_snapshot(spark, ref)
     lineage = []
     while node is not None and node != snapshot and node in by_id:
         lineage.append(by_id[node])
         node = by_id[node]["parent_id"]
-    return current, lineage
+    return current, lineage, node == snapshot
 
 
 def quarantine_table(cfg: LakecleanerConfig, ref: TableRef) -> TableRef:

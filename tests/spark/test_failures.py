@@ -101,6 +101,26 @@ def test_a_concurrent_cleaner_makes_the_later_run_fail_cleanly(spark, lake_confi
     assert sorted(r["status"] for r in history) == ["committed", "failed"]
 
 
+def test_a_rollback_during_a_run_makes_it_fail_cleanly(spark, lake_config, table_name, monkeypatch):
+    """The run's snapshot is rolled back away while it decides: its decisions are stale, so it must
+    stop before committing, whatever the lineage walk finds."""
+    ref = _filled(spark, lake_config, table_name)
+    before = spark.sql(f"SELECT snapshot_id FROM {ref.meta('history')} ORDER BY made_current_at").collect()[-2][0]
+    original = engine._check_no_concurrent_cleaner
+
+    def user_rolls_back_first(spark_, ref_, snapshot):
+        spark.sql(f"CALL lake.system.rollback_to_snapshot('{ref.short}', {before})")
+        return original(spark_, ref_, snapshot)
+
+    monkeypatch.setattr(engine, "_check_no_concurrent_cleaner", user_rolls_back_first)
+    with pytest.raises(CompactionError, match=rf"table {table_name}: snapshot \d+, which the run read, is no longer "
+                                              rf"on the table's current lineage"):
+        compact_table(spark, lake_config, table_name, now_ms=int(time.time() * 1000))
+    assert current_snapshot(spark, ref) == before  # nothing committed after the rollback
+    assert CHECKPOINT_PROPERTY not in _props(spark, ref)
+    assert len(_ids(spark, ref)) == 40  # the two batches before the last one, untouched
+
+
 @pytest.mark.parametrize("fail_at", ["after_quarantine", "after_merge"])
 def test_a_crash_between_commits_is_safe_to_repeat(spark, lake_config, table_name, monkeypatch, fail_at):
     ref = _filled(spark, lake_config, table_name, null_key_every=9)
