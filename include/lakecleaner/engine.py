@@ -43,6 +43,11 @@ IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # used with fullmatch: "$" would 
 BROADCAST_ROWS_MAX = 2_000_000
 REASON_QUARANTINED = "quarantined"
 LONG_MIN = -(2**63)
+# Iceberg's read.split.target-size and read.split.open-file-cost defaults; the dirty scan's splits
+# go no smaller than SPLIT_SIZE_MIN.
+SPLIT_SIZE_DEFAULT = 128 * 2**20
+SPLIT_OPEN_FILE_COST_DEFAULT = 4 * 2**20
+SPLIT_SIZE_MIN = 2**20
 
 # Table properties the MERGE relies on. Merge-on-read keeps files (and append times) intact and
 # makes a run's writes proportional to what it removes; snapshot isolation lets appenders commit
@@ -196,6 +201,19 @@ class _Frames:
                          *[c.alias(n) for n, c in self.match], *extra)
 
 
+def _dirty_scan(spark, ref: TableRef, snapshot: int, fr: _Frames, ckpt_offsets: dict, files,
+                split_properties: tuple[int, int]):
+    """The records past the checkpoint (and its predicate): pushed down to Iceberg so that only the
+    files that may hold such records are planned, in splits spread over the cores."""
+    from pyspark.sql import functions as F
+
+    pred = _partition_pred(F, fr.p_raw, fr.o_raw, ckpt_offsets, ">", True)
+    split_size = _dirty_split_size(files, ckpt_offsets, fr.p_raw is None, split_properties,
+                                   spark.sparkContext.defaultParallelism)
+    scan = spark.read.option("snapshot-id", snapshot).option("split-size", split_size).table(ref.sql())
+    return pred, scan.where(pred & ~fr.bad)
+
+
 def _partition_pred(F, p_col, o_col, bounds: dict, op: str, unbounded_default: bool):
     """OR over partitions of (p = X AND o <op> bound); partitions absent from bounds take the default."""
     if not bounds:
@@ -208,8 +226,23 @@ def _partition_pred(F, p_col, o_col, bounds: dict, op: str, unbounded_default: b
         terms.append((p_col == F.lit(p)) & cmp)
     pred = reduce(lambda a, b: a | b, terms)
     if unbounded_default:
-        pred = pred | ~p_col.isin(list(bounds))
+        pred = pred | _outside(F, p_col, bounds)
     return pred
+
+
+def _outside(F, p_col, values):
+    """p not in values, as ranges around runs of consecutive values rather than NOT IN: Iceberg's
+    metrics evaluator can never rule a file out on NOT IN, so with it every clean data file would
+    be planned into the dirty scan (and have its footer read) however far the checkpoint is."""
+    runs: list[list[int]] = []
+    for v in sorted(values):
+        if runs and v == runs[-1][1] + 1:
+            runs[-1][1] = v
+        else:
+            runs.append([v, v])
+    terms = [p_col < F.lit(runs[0][0]), p_col > F.lit(runs[-1][1])]
+    terms += [(p_col > F.lit(a[1])) & (p_col < F.lit(b[0])) for a, b in zip(runs, runs[1:])]
+    return reduce(lambda a, b: a | b, terms)
 
 
 def _small_df(spark, rows: dict, value_name: str):
@@ -255,6 +288,7 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
     phase = _Phases()
     tc, props = load_table_config(spark, cfg, ref)
     result: dict[str, Any] = {"strategy": tc.strategy, "delete_retention_ms": tc.delete_retention_ms}
+    split_properties = _split_properties(ref.short, props)
     if not dry_run:
         _ensure_layout(spark, ref, props)
     snapshot = current_snapshot(spark, ref)
@@ -291,8 +325,7 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
         phase("bad_rows_s")
         # Dirty part: past the checkpoint, pushed down to Iceberg so clean files are skipped. Records
         # are dated by their data file only when some file is young enough for the lag to matter.
-        dirty_pred = _partition_pred(F, fr.p_raw, fr.o_raw, ckpt_offsets, ">", True)
-        dirty_scan = base.where(dirty_pred & ~fr.bad)
+        dirty_pred, dirty_scan = _dirty_scan(spark, ref, snapshot, fr, ckpt_offsets, files, split_properties)
         retained = to_int(ckpt.retained)
         offset_map_run = not tc.versioned and not retained and not quarantined
         any_young = any(r["appended_at"] > cutoff for r in files)
@@ -683,19 +716,58 @@ def _bytes_scanned(files, ckpt_offsets: dict, unpartitioned: bool) -> int:
     """Bytes of the data files the run's scans open, judged from Iceberg file statistics (Spark's
     inputFiles() is empty for Iceberg scans): a file is opened by the dirty scan if it may hold an
     offset past its partition's checkpoint, by the clean scan if it may hold one at or below it."""
-    total = 0
-    for f in files:
-        o_lo, o_hi = f["o_lower_bound"], f["o_upper_bound"]
-        if unpartitioned:
-            bounds = [ckpt_offsets.get(None)]
-        elif f["p_lower_bound"] is not None and f["p_lower_bound"] == f["p_upper_bound"]:
-            bounds = [ckpt_offsets.get(f["p_lower_bound"])]
-        else:
-            bounds = list(ckpt_offsets.values()) + [None]
-        if o_lo is None or o_hi is None or any(
-                b is None or o_hi > b for b in bounds) or any(b is not None and o_lo <= b for b in bounds):
-            total += f["size"]
-    return total
+    return sum(f["size"] for f in files if _may_be_dirty(f, ckpt_offsets, unpartitioned)
+               or _may_be_clean(f, ckpt_offsets, unpartitioned))
+
+
+def _checkpoint_bounds(f, ckpt_offsets: dict, unpartitioned: bool) -> list:
+    """The checkpoint offsets that may apply to a data file's records (None: a partition the
+    checkpoint has not seen, wholly dirty)."""
+    if unpartitioned:
+        return [ckpt_offsets.get(None)]
+    if f["p_lower_bound"] is not None and f["p_lower_bound"] == f["p_upper_bound"]:
+        return [ckpt_offsets.get(f["p_lower_bound"])]
+    return list(ckpt_offsets.values()) + [None]
+
+
+def _may_be_dirty(f, ckpt_offsets: dict, unpartitioned: bool) -> bool:
+    o_hi = f["o_upper_bound"]
+    return o_hi is None or any(b is None or o_hi > b for b in _checkpoint_bounds(f, ckpt_offsets, unpartitioned))
+
+
+def _may_be_clean(f, ckpt_offsets: dict, unpartitioned: bool) -> bool:
+    o_lo = f["o_lower_bound"]
+    return o_lo is None or any(b is not None and o_lo <= b for b in _checkpoint_bounds(f, ckpt_offsets, unpartitioned))
+
+
+def _split_properties(table: str, props: dict) -> tuple[int, int]:
+    """Iceberg's read.split.open-file-cost and read.split.target-size for the table, checked before
+    the run touches it."""
+    def size(name: str, default: int) -> int:
+        raw = props.get(name)
+        if raw is None:
+            return default
+        try:
+            value = int(raw)
+        except ValueError:
+            value = 0
+        if value <= 0:
+            raise ConfigError(table, name, raw, "must be a positive number of bytes")
+        return value
+
+    return (size("read.split.open-file-cost", SPLIT_OPEN_FILE_COST_DEFAULT),
+            size("read.split.target-size", SPLIT_SIZE_DEFAULT))
+
+
+def _dirty_split_size(files, ckpt_offsets: dict, unpartitioned: bool, split_properties: tuple[int, int],
+                      parallelism: int) -> int:
+    """Iceberg packs small files into one read split (16 MB at least), so the few small files of a
+    typical dirty part would be read and aggregated by one task while the other cores idle (1.0 s
+    against 0.8 s for 1M records in 4 files on 2 cores). Size the dirty scan's splits for two per
+    core, as Iceberg weighs files (with its open cost); never above the table's own split size."""
+    open_cost, target = split_properties
+    weight = sum(max(f["size"], open_cost) for f in files if _may_be_dirty(f, ckpt_offsets, unpartitioned))
+    return max(min(weight // (2 * max(parallelism, 1)), target), SPLIT_SIZE_MIN)
 
 
 def _match_columns(tc: TableConfig) -> list[tuple[str, str]]:

@@ -1,0 +1,43 @@
+"""The dirty scan on Iceberg: only files past the checkpoint are planned, spread over the cores."""
+import pytest
+
+from lakecleaner.config import CHECKPOINT_PROPERTY
+from lakecleaner.engine import (_data_files, _dirty_scan, _Frames, _outside, _split_properties, compact_table,
+                                current_snapshot, load_table_config)
+from lakecleaner.rules import Checkpoint
+from lakecleaner.tables import append, create_compacted_table
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.mark.parametrize("values", [[0], [0, 1, 2, 3], [3, 1, 0, 7, 8, 5], [-2, 4]])
+def test_outside_is_not_in(spark, values):
+    from pyspark.sql import functions as F
+
+    df = spark.range(-5, 12).select(F.col("id").cast("int").alias("p"))
+    got = sorted(r["p"] for r in df.where(_outside(F, F.col("p"), values)).collect())
+    assert got == [v for v in range(-5, 12) if v not in values]
+
+
+def test_dirty_scan_plans_only_dirty_files_one_split_each(spark, lake_config, table_name):
+    from pyspark.sql import functions as F
+
+    ref = create_compacted_table(spark, lake_config, table_name)
+    for batch in range(3):  # clean files in partitions 0, 1 and 3
+        append(spark, ref, [{"key": f"k{i}", "offset": 10 * batch + i, "partition": p, "value": "v"}
+                            for p in (0, 1, 3) for i in range(3)])
+    compact_table(spark, lake_config, table_name)
+    dirty = [(0, 30), (1, 31), (2, 0)]  # partition 2 is new: the checkpoint has not seen it
+    for p, o in dirty:
+        append(spark, ref, [{"key": "k0", "offset": o, "partition": p, "value": "w"}])
+
+    tc, props = load_table_config(spark, lake_config, ref)
+    snapshot = current_snapshot(spark, ref)
+    files = _data_files(spark, ref, tc, snapshot)
+    ckpt = Checkpoint.from_json(props[CHECKPOINT_PROPERTY])
+    assert sorted(ckpt.offsets) == [0, 1, 3] and len(files) > len(dirty)
+    _, scan = _dirty_scan(spark, ref, snapshot, _Frames(tc), ckpt.offsets, files, _split_properties(ref.short, props))
+    assert sorted((r["partition"], r["offset"]) for r in scan.collect()) == dirty
+    # each dirty file its own read task; no clean file planned (NOT IN would plan them all)
+    assert scan.rdd.getNumPartitions() == len(dirty)
+    assert scan.select(F.spark_partition_id().alias("task")).distinct().count() == len(dirty)
