@@ -101,6 +101,25 @@ def test_a_concurrent_cleaner_makes_the_later_run_fail_cleanly(spark, lake_confi
     assert sorted(r["status"] for r in history) == ["committed", "failed"]
 
 
+def test_a_cleaner_in_another_process_is_seen_before_commit(spark, lake_config, config_file, table_name, monkeypatch):
+    """Spark's Iceberg catalog caches the table this process loaded; a commit made by another JVM
+    must still stop the run (the check refreshes the table), not slip past until the cache expires."""
+    ref = _filled(spark, lake_config, table_name)
+    now = int(time.time() * 1000)
+    expected, _ = _expected(spark, lake_config, table_name, now)
+    original = engine._check_no_concurrent_cleaner
+
+    def other_process_commits_first(spark_, ref_, snapshot):
+        subprocess.run([sys.executable, "-m", "lakecleaner.cli", "--config", str(config_file), "compact", table_name,
+                        "--now-ms", str(now)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return original(spark_, ref_, snapshot)
+
+    monkeypatch.setattr(engine, "_check_no_concurrent_cleaner", other_process_commits_first)
+    with pytest.raises(CompactionError, match=rf"table {table_name}: table changed by a concurrent delete"):
+        compact_table(spark, lake_config, table_name, now_ms=now)
+    assert _ids(spark, ref) == expected
+
+
 def test_a_rollback_during_a_run_makes_it_fail_cleanly(spark, lake_config, table_name, monkeypatch):
     """The run's snapshot is rolled back away while it decides: its decisions are stale, so it must
     stop before committing, whatever the lineage walk finds."""
