@@ -870,6 +870,8 @@ def _lineage_since(spark, ref: TableRef, snapshot: int) -> tuple[int | None, lis
         parent = node.parentId()
         node = None if parent is None else table.snapshot(parent)
     return current, lineage, node is not None
+
+
 def quarantine_table(cfg: LakecleanerConfig, ref: TableRef) -> TableRef:
     return TableRef(ref.catalog, ref.namespace, ref.name + cfg.cleaner.quarantine_suffix)
 
