@@ -107,6 +107,7 @@ def q(name: str) -> str:
 
 def load_table_config(spark, cfg: LakecleanerConfig, ref: TableRef) -> tuple[TableConfig, dict[str, str]]:
     try:
+        _iceberg_table(spark, ref)  # refreshed: the checkpoint and the snapshot read next must agree
         props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {ref.sql()}").collect()}
     except Exception as exc:  # noqa: BLE001 - any failure to load is reported with the table's name
         raise CompactionError(ref.short, f"cannot load table: {_first_line(exc)}") from exc

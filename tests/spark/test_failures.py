@@ -120,6 +120,19 @@ def test_a_cleaner_in_another_process_is_seen_before_commit(spark, lake_config, 
     assert _ids(spark, ref) == expected
 
 
+def test_a_run_starts_from_the_checkpoint_another_process_wrote(spark, lake_config, config_file, table_name):
+    ref = _filled(spark, lake_config, table_name)
+    now = int(time.time() * 1000)
+    expected, _ = _expected(spark, lake_config, table_name, now)
+    assert CHECKPOINT_PROPERTY not in engine.load_table_config(spark, lake_config, ref)[1]  # cached here
+    subprocess.run([sys.executable, "-m", "lakecleaner.cli", "--config", str(config_file), "compact", table_name,
+                    "--now-ms", str(now)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert CHECKPOINT_PROPERTY in engine.load_table_config(spark, lake_config, ref)[1]  # not the cached table
+    stats = compact_table(spark, lake_config, table_name, now_ms=now)
+    assert stats["dirty_records_in_run"] == 0 and stats["removed_superseded"] == 0
+    assert _ids(spark, ref) == expected
+
+
 def test_a_rollback_during_a_run_makes_it_fail_cleanly(spark, lake_config, table_name, monkeypatch):
     """The run's snapshot is rolled back away while it decides: its decisions are stale, so it must
     stop before committing, whatever the lineage walk finds."""
