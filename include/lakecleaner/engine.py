@@ -131,18 +131,19 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
 
 
-def current_snapshot(spark, ref: TableRef) -> int | None:
-    snap = _iceberg_table(spark, ref).currentSnapshot()
+def current_snapshot(spark, ref: TableRef, refresh: bool = True) -> int | None:
+    snap = _iceberg_table(spark, ref, refresh).currentSnapshot()
     return None if snap is None else snap.snapshotId()
 
 
-def _iceberg_table(spark, ref: TableRef):
+def _iceberg_table(spark, ref: TableRef, refresh: bool = True):
     """The table's Iceberg (Java) object, refreshed from the catalog. Spark's Iceberg catalog caches
     tables (cache-enabled, 30 s) and hands this same object to later reads, so without the refresh a
     commit by another process could stay unseen by the checks before our commit. One catalog call
     also costs less than querying the refs and snapshots metadata tables (0.2 s of a run)."""
     table = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, ref.sql())
-    table.refresh()
+    if refresh:
+        table.refresh()
     return table
 
 
@@ -302,7 +303,7 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
     split_properties = _split_properties(ref.short, props)
     if not dry_run:
         _ensure_layout(spark, ref, props)
-    snapshot = current_snapshot(spark, ref)
+    snapshot = current_snapshot(spark, ref, refresh=False)  # the version the properties came from
     ckpt = Checkpoint.from_json(props.get(CHECKPOINT_PROPERTY))
     zero = dict(records_read=0, records_kept=0, removed_superseded=0, removed_expired_tombstones=0, quarantined=0,
                 anomalous=0, dirty_records_in_run=0, bytes_read=0, bytes_written=0, files_rewritten=0,
