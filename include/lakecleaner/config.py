@@ -62,6 +62,13 @@ def _bool(raw: str) -> bool:
     return text == "true"
 
 
+def _positive_bytes(raw: str) -> int:
+    try:
+        return _long(1)(raw)
+    except ValueError:
+        raise ValueError("must be a positive number of bytes") from None
+
+
 def _strategy(raw: str) -> str:
     text = str(raw).strip().lower()
     if text not in STRATEGIES:
@@ -111,6 +118,17 @@ TABLE_SETTINGS: dict[str, Setting] = {
     )
 }
 
+# Iceberg's own read-split properties, with Iceberg's defaults. The cleaner reads them (it sizes the
+# dirty scan's splits from them) but never sets them, and they are not YAML defaults: they are
+# Iceberg's settings, checked here with the others so that a bad one stops the run before it starts.
+READ_SPLIT_SETTINGS: dict[str, Setting] = {
+    s.prop: s
+    for s in (
+        Setting("read.split.open-file-cost", 4 * 2**20, _positive_bytes, "Iceberg: what opening a file weighs in a split"),
+        Setting("read.split.target-size", 128 * 2**20, _positive_bytes, "Iceberg: the target size of a read split"),
+    )
+}
+
 INTEGRAL_TYPES = ("bigint", "int", "smallint", "tinyint")
 ORDERABLE_TYPES = INTEGRAL_TYPES + ("timestamp", "timestamp_ntz", "date", "double", "float")
 HEADERS_TYPE = "array<struct<key:string,value:binary>>"
@@ -137,6 +155,7 @@ class TableConfig:
     headers_column: str | None
     tombstone_column: str | None
     value_column: str | None
+    read_split: tuple[int, int]  # Iceberg's (read.split.open-file-cost, read.split.target-size)
 
     @property
     def versioned(self) -> bool:
@@ -157,6 +176,19 @@ def is_compacted(properties: Mapping[str, str]) -> bool:
     return "compact" in [p.strip() for p in properties.get(CLEANUP_POLICY, "").split(",")]
 
 
+def _parsed(table: str, setting: Setting, raw: Any) -> Any:
+    try:
+        return setting.parse(raw)
+    except ValueError as exc:
+        raise ConfigError(table, setting.prop, raw, str(exc)) from None
+
+
+def read_split(table: str, properties: Mapping[str, str]) -> tuple[int, int]:
+    """The table's Iceberg (read.split.open-file-cost, read.split.target-size)."""
+    return tuple(setting.default if properties.get(prop) is None else _parsed(table, setting, properties[prop])
+                 for prop, setting in READ_SPLIT_SETTINGS.items())
+
+
 def resolve_table(
     table: str,
     properties: Mapping[str, str],
@@ -173,10 +205,7 @@ def resolve_table(
             values[prop] = setting.default
             continue
         raw = raw_setting(prop, properties, defaults)
-        try:
-            values[prop] = setting.parse(raw)
-        except ValueError as exc:
-            raise ConfigError(table, prop, raw, str(exc)) from None
+        values[prop] = _parsed(table, setting, raw)
         if prop in properties:
             explicit.add(prop)
 
@@ -245,6 +274,7 @@ def resolve_table(
         headers_column=headers,
         tombstone_column=tombstone,
         value_column=value,
+        read_split=read_split(table, properties),
     )
 
 

@@ -43,11 +43,7 @@ IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # used with fullmatch: "$" would 
 BROADCAST_ROWS_MAX = 2_000_000
 REASON_QUARANTINED = "quarantined"
 LONG_MIN = -(2**63)
-# Iceberg's read.split.target-size and read.split.open-file-cost defaults; the dirty scan's splits
-# go no smaller than SPLIT_SIZE_MIN.
-SPLIT_SIZE_DEFAULT = 128 * 2**20
-SPLIT_OPEN_FILE_COST_DEFAULT = 4 * 2**20
-SPLIT_SIZE_MIN = 2**20
+SPLIT_SIZE_MIN = 2**20  # the dirty scan's splits go no smaller
 
 # Table properties the MERGE relies on. Merge-on-read keeps files (and append times) intact and
 # makes a run's writes proportional to what it removes; snapshot isolation lets appenders commit
@@ -213,14 +209,13 @@ class _Frames:
                          *[c.alias(n) for n, c in self.match], *extra)
 
 
-def _dirty_scan(spark, ref: TableRef, snapshot: int, fr: _Frames, ckpt_offsets: dict, files,
-                split_properties: tuple[int, int]):
+def _dirty_scan(spark, ref: TableRef, snapshot: int, fr: _Frames, ckpt_offsets: dict, files):
     """The records past the checkpoint (and its predicate): pushed down to Iceberg so that only the
     files that may hold such records are planned, in splits spread over the cores."""
     from pyspark.sql import functions as F
 
     pred = _partition_pred(F, fr.p_raw, fr.o_raw, ckpt_offsets, ">", True)
-    split_size = _dirty_split_size(files, ckpt_offsets, fr.p_raw is None, split_properties,
+    split_size = _dirty_split_size(files, ckpt_offsets, fr.p_raw is None, fr.tc.read_split,
                                    spark.sparkContext.defaultParallelism)
     scan = spark.read.option("snapshot-id", snapshot).option("split-size", split_size).table(ref.sql())
     return pred, scan.where(pred & ~fr.bad)
@@ -300,7 +295,6 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
     phase = _Phases()
     tc, props = load_table_config(spark, cfg, ref)
     result: dict[str, Any] = {"strategy": tc.strategy, "delete_retention_ms": tc.delete_retention_ms}
-    split_properties = _split_properties(ref.short, props)
     if not dry_run:
         _ensure_layout(spark, ref, props)
     snapshot = current_snapshot(spark, ref, refresh=False)  # the version the properties came from
@@ -337,7 +331,7 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
         phase("bad_rows_s")
         # Dirty part: past the checkpoint, pushed down to Iceberg so clean files are skipped. Records
         # are dated by their data file only when some file is young enough for the lag to matter.
-        dirty_pred, dirty_scan = _dirty_scan(spark, ref, snapshot, fr, ckpt_offsets, files, split_properties)
+        dirty_pred, dirty_scan = _dirty_scan(spark, ref, snapshot, fr, ckpt_offsets, files)
         retained = to_int(ckpt.retained)
         offset_map_run = not tc.versioned and not retained and not quarantined
         any_young = any(r["appended_at"] > cutoff for r in files)
@@ -752,32 +746,13 @@ def _may_be_clean(f, ckpt_offsets: dict, unpartitioned: bool) -> bool:
     return o_lo is None or any(b is not None and o_lo <= b for b in _checkpoint_bounds(f, ckpt_offsets, unpartitioned))
 
 
-def _split_properties(table: str, props: dict) -> tuple[int, int]:
-    """Iceberg's read.split.open-file-cost and read.split.target-size for the table, checked before
-    the run touches it."""
-    def size(name: str, default: int) -> int:
-        raw = props.get(name)
-        if raw is None:
-            return default
-        try:
-            value = int(raw)
-        except ValueError:
-            value = 0
-        if value <= 0:
-            raise ConfigError(table, name, raw, "must be a positive number of bytes")
-        return value
-
-    return (size("read.split.open-file-cost", SPLIT_OPEN_FILE_COST_DEFAULT),
-            size("read.split.target-size", SPLIT_SIZE_DEFAULT))
-
-
-def _dirty_split_size(files, ckpt_offsets: dict, unpartitioned: bool, split_properties: tuple[int, int],
+def _dirty_split_size(files, ckpt_offsets: dict, unpartitioned: bool, read_split: tuple[int, int],
                       parallelism: int) -> int:
     """Iceberg packs small files into one read split (16 MB at least), so the few small files of a
     typical dirty part would be read and aggregated by one task while the other cores idle (1.0 s
     against 0.8 s for 1M records in 4 files on 2 cores). Size the dirty scan's splits for two per
     core, as Iceberg weighs files (with its open cost); never above the table's own split size."""
-    open_cost, target = split_properties
+    open_cost, target = read_split
     weight = sum(max(f["size"], open_cost) for f in files if _may_be_dirty(f, ckpt_offsets, unpartitioned))
     return max(min(weight // (2 * max(parallelism, 1)), target), SPLIT_SIZE_MIN)
 
@@ -853,7 +828,7 @@ def _committed_snapshot(spark, ref: TableRef, since: int) -> dict | None:
     table as it was checked just before the MERGE), whatever may have been committed after it."""
     _, after, _ = _lineage_since(spark, ref, since)
     ours = next((row for row in reversed(after) if row["operation"] != "append"), None)
-    return {"snapshot_id": ours["snapshot_id"], "summary": dict(ours["summary"] or {})} if ours else None
+    return {"snapshot_id": ours["snapshot_id"], "summary": ours["summary"]} if ours else None
 
 
 def _lineage_since(spark, ref: TableRef, snapshot: int) -> tuple[int | None, list, bool]:

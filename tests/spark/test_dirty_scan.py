@@ -2,7 +2,7 @@
 import pytest
 
 from lakecleaner.config import CHECKPOINT_PROPERTY
-from lakecleaner.engine import (_data_files, _dirty_scan, _Frames, _outside, _split_properties, compact_table,
+from lakecleaner.engine import (_data_files, _dirty_scan, _Frames, _outside, compact_table,
                                 current_snapshot, load_table_config)
 from lakecleaner.rules import Checkpoint
 from lakecleaner.tables import append, create_compacted_table
@@ -36,7 +36,7 @@ def test_dirty_scan_plans_only_dirty_files_one_split_each(spark, lake_config, ta
     files = _data_files(spark, ref, tc, snapshot)
     ckpt = Checkpoint.from_json(props[CHECKPOINT_PROPERTY])
     assert sorted(ckpt.offsets) == [0, 1, 3] and len(files) > len(dirty)
-    _, scan = _dirty_scan(spark, ref, snapshot, _Frames(tc), ckpt.offsets, files, _split_properties(ref.short, props))
+    _, scan = _dirty_scan(spark, ref, snapshot, _Frames(tc), ckpt.offsets, files)
     assert sorted((r["partition"], r["offset"]) for r in scan.collect()) == dirty
     # each dirty file its own read task; no clean file planned (NOT IN would plan them all)
     assert scan.rdd.getNumPartitions() == len(dirty)

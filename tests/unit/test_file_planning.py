@@ -1,12 +1,12 @@
 """How the engine sizes and bounds its dirty scan, from Iceberg file statistics alone."""
 import pytest
 
-from lakecleaner.config import ConfigError
-from lakecleaner.engine import (SPLIT_OPEN_FILE_COST_DEFAULT, SPLIT_SIZE_DEFAULT, SPLIT_SIZE_MIN, _bytes_scanned,
-                                _dirty_split_size, _may_be_clean, _may_be_dirty, _split_properties)
+from lakecleaner.config import READ_SPLIT_SETTINGS, ConfigError, read_split, resolve_table
+from lakecleaner.engine import SPLIT_SIZE_MIN, _bytes_scanned, _dirty_split_size, _may_be_clean, _may_be_dirty
 
 MB = 2**20
-DEFAULTS = (SPLIT_OPEN_FILE_COST_DEFAULT, SPLIT_SIZE_DEFAULT)
+SPLIT_SIZE_DEFAULT = READ_SPLIT_SETTINGS["read.split.target-size"].default
+DEFAULTS = (READ_SPLIT_SETTINGS["read.split.open-file-cost"].default, SPLIT_SIZE_DEFAULT)
 
 
 def _file(p, o_lo, o_hi, size, p_hi=None):
@@ -49,12 +49,19 @@ def test_a_tiny_dirty_part_is_not_split_below_the_minimum():
 
 
 def test_split_properties_take_the_tables_values_or_icebergs_defaults():
-    assert _split_properties("db.t", {}) == DEFAULTS
-    assert _split_properties("db.t", {"read.split.open-file-cost": "1024", "read.split.target-size": "2048"}) == (1024, 2048)
+    assert read_split("db.t", {}) == DEFAULTS
+    assert read_split("db.t", {"read.split.open-file-cost": "1024", "read.split.target-size": "2048"}) == (1024, 2048)
 
 
 @pytest.mark.parametrize("prop,value", [("read.split.target-size", "abc"), ("read.split.target-size", "0"),
                                         ("read.split.open-file-cost", "-1")])
 def test_an_invalid_split_property_names_table_property_and_value(prop, value):
     with pytest.raises(ConfigError, match=f"table db.t: {prop}='{value}' is invalid: must be a positive number"):
-        _split_properties("db.t", {prop: value})
+        read_split("db.t", {prop: value})
+
+
+def test_an_invalid_split_property_stops_the_table_at_resolve_time():
+    with pytest.raises(ConfigError, match="table db.t: read.split.target-size='0' is invalid"):
+        resolve_table("db.t", {"read.split.target-size": "0"}, {"key": "string", "offset": "bigint"})
+    tc = resolve_table("db.t", {"read.split.open-file-cost": "1024"}, {"key": "string", "offset": "bigint"})
+    assert tc.read_split == (1024, SPLIT_SIZE_DEFAULT)
