@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,64 +133,104 @@ def _quiet_gx() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
+class QualitySuites:
+    """One great-expectations context for an application's validations (opening a file context and
+    its Spark data source costs about a second, so a batch of tables opens it once); Data Docs are
+    rebuilt once, by ``close``, not after every suite."""
+
+    def __init__(self, cfg: LakecleanerConfig):
+        _quiet_gx()
+        import great_expectations as gx
+
+        self.cfg = cfg
+        self.root = quality_root(cfg)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.ctx = gx.get_context(mode="file", project_root_dir=str(self.root))
+        self.ctx.variables.progress_bars = {"globally": False}
+        self.source = self.ctx.data_sources.add_or_update_spark(cfg.catalog.name)
+        self.pending_docs = False
+        # GX registers every batch under one fixed temp view name and its context is not thread-safe:
+        # tables cleaned side by side in one application are validated one at a time.
+        self.lock = threading.Lock()
+
+    def __enter__(self) -> "QualitySuites":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Rebuild Data Docs from every result kept so far (once per application)."""
+        if self.pending_docs:
+            self.ctx.build_data_docs()
+            self.pending_docs = False
+
+    def validate(self, spark, table: str, now_ms: int | None = None, run_name: str | None = None,
+                 interval_ms: int = 15 * 60_000, raise_on_failure: bool = True) -> dict:
+        """Run the table's suites and keep the result; raise QualityError on a failed rule whose
+        severity is 'fail'."""
+        from pyspark.sql import functions as F
+
+        from .evaluate import evaluate_table
+        from .metadata import MetadataReader
+
+        cfg = self.cfg
+        ref = TableRef.parse(table, cfg.catalog.name)
+        now_ms = int(now_ms if now_ms is not None else time.time() * 1000)
+        run_name = run_name or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now_ms / 1000))
+        tc, props = load_table_config(spark, cfg, ref)
+        ckpt = Checkpoint.from_json(props.get(CHECKPOINT_PROPERTY))
+        delay = evaluate_table(MetadataReader(cfg).read(ref.short), now_ms, cfg.defaults).max_compaction_delay_ms
+        severity = dict(cfg.quality.severity)
+        rules = build_rules(tc, ckpt, now_ms, interval_ms, delay, cfg.quality.anomalous_share_max)
+
+        fr = _Frames(tc)
+        batch_df = spark.table(ref.sql()).select(
+            "*", fr.p.alias("lc_p"), fr.o.alias("lc_o"), fr.key.alias("lc_key"), fr.tomb.alias("lc_tomb"),
+            fr.version.alias("lc_ver"), fr.has_version.alias("lc_has_ver"))
+        # The runs this validation answers for: those since the previous validation of the table (all
+        # runs, the first time), so each run's removals are judged once and a rerun judges the same ones.
+        previous = max((r["now_ms"] for r in list_results(cfg, ref.short) if r["now_ms"] < now_ms), default=None)
+        ensure_history_table(spark, cfg)
+        runs_df = spark.table(cfg.history_table).where(
+            (F.col("table_name") == ref.short) & (F.col("now_ms") <= now_ms)
+            & (F.col("now_ms") > previous if previous is not None else F.lit(True)))
+
+        outcome = []
+        with self.lock:
+            try:
+                for name, suite_rules, df in ((ref.short, rules, batch_df),
+                                              (f"{ref.short}.run_history", build_history_rules(tc), runs_df)):
+                    outcome += _run_suite(self.ctx, self.source, name, suite_rules, df, run_name, severity)
+            finally:  # GX's Spark engine caches each batch it validates and keeps the last one
+                batch_df.unpersist()
+                runs_df.unpersist()
+            self.pending_docs = True
+        failed = [o for o in outcome if not o["success"] and o["severity"] == "fail"]
+        warned = [o for o in outcome if not o["success"] and o["severity"] != "fail"]
+        summary = {"table": ref.short, "run_name": run_name, "now_ms": now_ms, "success": not failed,
+                   "warnings": len(warned), "rules": outcome, "docs": str(docs_dir(cfg) / "index.html")}
+        out = self.root / "results" / ref.short
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{run_name.replace(':', '')}.json").write_text(json.dumps(summary, sort_keys=True, default=str))
+        if failed and raise_on_failure:
+            first = failed[0]
+            raise QualityError(f"table {ref.short}: data-quality rule failed: {first['rule']}: {first['description']}; "
+                               f"offending rows: {first['offending']}"
+                               + (f" (and {len(failed) - 1} more failed rules)" if len(failed) > 1 else ""))
+        return summary
+
+
 def validate_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None = None,
                    run_name: str | None = None, interval_ms: int = 15 * 60_000, raise_on_failure: bool = True) -> dict:
-    """Run the table's suite; keep the result and Data Docs; raise QualityError on a failed rule
-    whose severity is 'fail'."""
-    _quiet_gx()
-    import great_expectations as gx
-    from pyspark.sql import functions as F
-
-    from .metadata import MetadataReader
-    from .evaluate import evaluate_table
-
-    ref = TableRef.parse(table, cfg.catalog.name)
-    now_ms = int(now_ms if now_ms is not None else time.time() * 1000)
-    run_name = run_name or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now_ms / 1000))
-    tc, props = load_table_config(spark, cfg, ref)
-    ckpt = Checkpoint.from_json(props.get(CHECKPOINT_PROPERTY))
-    delay = evaluate_table(MetadataReader(cfg).read(ref.short), now_ms, cfg.defaults).max_compaction_delay_ms
-    severity = dict(cfg.quality.severity)
-    rules = build_rules(tc, ckpt, now_ms, interval_ms, delay, cfg.quality.anomalous_share_max)
-
-    fr = _Frames(tc)
-    batch_df = spark.table(ref.sql()).select(
-        "*", fr.p.alias("lc_p"), fr.o.alias("lc_o"), fr.key.alias("lc_key"), fr.tomb.alias("lc_tomb"),
-        fr.version.alias("lc_ver"), fr.has_version.alias("lc_has_ver"))
-    root = quality_root(cfg)
-    root.mkdir(parents=True, exist_ok=True)
-    # The runs this validation answers for: those since the previous validation of the table (all
-    # runs, the first time), so each run's removals are judged once and a rerun judges the same ones.
-    previous = max((r["now_ms"] for r in list_results(cfg, ref.short) if r["now_ms"] < now_ms), default=None)
-    ensure_history_table(spark, cfg)
-    runs_df = spark.table(cfg.history_table).where(
-        (F.col("table_name") == ref.short) & (F.col("now_ms") <= now_ms)
-        & (F.col("now_ms") > previous if previous is not None else F.lit(True)))
-
-    ctx = gx.get_context(mode="file", project_root_dir=str(root))
-    ctx.variables.progress_bars = {"globally": False}
-    source = ctx.data_sources.add_or_update_spark(cfg.catalog.name)
-    outcome = []
-    for name, suite_rules, df in ((ref.short, rules, batch_df),
-                                  (f"{ref.short}.run_history", build_history_rules(tc), runs_df)):
-        outcome += _run_suite(ctx, source, name, suite_rules, df, run_name, severity)
-    failed = [o for o in outcome if not o["success"] and o["severity"] == "fail"]
-    warned = [o for o in outcome if not o["success"] and o["severity"] != "fail"]
-    summary = {"table": ref.short, "run_name": run_name, "now_ms": now_ms, "success": not failed,
-               "warnings": len(warned), "rules": outcome, "docs": str(docs_dir(cfg) / "index.html")}
-    out = root / "results" / ref.short
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{run_name.replace(':', '')}.json").write_text(json.dumps(summary, sort_keys=True, default=str))
-    if failed and raise_on_failure:
-        first = failed[0]
-        raise QualityError(f"table {ref.short}: data-quality rule failed: {first['rule']}: {first['description']}; "
-                           f"offending rows: {first['offending']}"
-                           + (f" (and {len(failed) - 1} more failed rules)" if len(failed) > 1 else ""))
-    return summary
+    """One table's suites in a context of its own, Data Docs rebuilt (see ``QualitySuites``)."""
+    with QualitySuites(cfg) as suites:
+        return suites.validate(spark, table, now_ms, run_name, interval_ms, raise_on_failure)
 
 
 def _run_suite(ctx, source, name: str, rules: list[Rule], df, run_name: str, severity: dict) -> list[dict]:
-    """One GX suite over one batch (a dataframe asset named ``name``), kept with Data Docs."""
+    """One GX suite over one batch (a dataframe asset named ``name``); its result is kept in the
+    context's store, from which ``QualitySuites.close`` builds Data Docs."""
     import great_expectations as gx
     import great_expectations.expectations as gxe
     from great_expectations.core.run_identifier import RunIdentifier
@@ -204,7 +245,7 @@ def _run_suite(ctx, source, name: str, rules: list[Rule], df, run_name: str, sev
     suite = ctx.suites.add_or_update(suite)
     vd = ctx.validation_definitions.add_or_update(gx.ValidationDefinition(data=batch, suite=suite, name=name))
     checkpoint = ctx.checkpoints.add_or_update(gx.Checkpoint(
-        name=name, validation_definitions=[vd], actions=[gx.checkpoint.UpdateDataDocsAction(name="data docs")],
+        name=name, validation_definitions=[vd], actions=[],
         result_format={"result_format": "COMPLETE"}))  # COMPLETE: the offending rows (queries carry a LIMIT)
     run = checkpoint.run(batch_parameters={"dataframe": df}, run_id=RunIdentifier(run_name=run_name))
     by_name = {r.name: r for r in rules}
