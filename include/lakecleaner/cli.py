@@ -9,9 +9,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .batch import RESULT_MARKER
 from .config import ConfigError, load_config
 
-RESULT_MARKER = "LAKECLEANER_RESULT "
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -41,47 +41,57 @@ def submit_command(cfg, config_path: str, job: str, job_args: list[str], workdir
     return cmd + [str(jobs_dir() / job), "--config", config_path, *job_args]
 
 
-def run_job(cfg, config_path: str, job: str, job_args: list[str]) -> tuple[int, dict | None, str]:
-    """Submit a job; return (exit code, its result JSON, its stderr tail)."""
+def run_job(cfg, config_path: str, job: str, job_args: list[str]) -> tuple[int, list[dict], str]:
+    """Submit a job; return (exit code, its result lines in order, its stderr tail)."""
     with tempfile.TemporaryDirectory(prefix="lakecleaner-submit-") as workdir:
         cmd = submit_command(cfg, config_path, job, job_args, workdir)
         proc = subprocess.run(cmd, capture_output=True, text=True,
                               env={"SPARK_LOCAL_IP": "127.0.0.1", **os.environ, "PYSPARK_PYTHON": sys.executable})
-    result = None
-    for line in proc.stdout.splitlines():
-        if line.startswith(RESULT_MARKER):
-            result = json.loads(line[len(RESULT_MARKER):])
-    return proc.returncode, result, "\n".join(proc.stderr.splitlines()[-30:])
+    results = [json.loads(line[len(RESULT_MARKER):]) for line in proc.stdout.splitlines()
+               if line.startswith(RESULT_MARKER)]
+    return proc.returncode, results, "\n".join(proc.stderr.splitlines()[-30:])
 
 
-def run_table_job(cfg, job: str, table: str, extra: list[str]) -> tuple[int, dict]:
-    """Submit a per-table job; a job that died before reporting still gives a result naming the table."""
-    code, result, stderr = run_job(cfg, cfg.source, job, [table, *extra])
-    if result is None:
-        result = {"table": table, "status": "failed", "success": False,
-                  "error": f"table {table}: the Spark job died without a result (exit {code}): {stderr[-2000:]}"}
-        code = code or 1
-    return code, result
+def run_tables_job(cfg, job: str, tables: list[str], extra: list[str]) -> tuple[int, list[dict]]:
+    """Submit one application for several tables; a table the job died before reporting still gets
+    a result naming it (and the exit code says failed)."""
+    code, results, stderr = run_job(cfg, cfg.source, job, [*tables, *extra])
+    reported = {r.get("table") for r in results}
+    for table in tables:
+        if table not in reported:
+            results.append({"table": table, "status": "failed", "success": False,
+                            "error": f"table {table}: the Spark job died without a result (exit {code}): "
+                                     f"{stderr[-2000:]}"})
+            code = code or 1
+    return code, results
+
+
+def _common_args(args) -> list[str]:
+    return ["--now-ms", str(args.now_ms)] if args.now_ms is not None else []
 
 
 def cmd_compact(args) -> int:
     cfg = load_config(args.config)
-    extra = (["--now-ms", str(args.now_ms)] if args.now_ms is not None else []) + (["--dry-run"] if args.dry_run else [])
-    code, result = run_table_job(cfg, "compact.py", args.table, extra)
-    print(json.dumps(result, sort_keys=True))
+    code, results = run_tables_job(cfg, "compact.py", args.tables, _common_args(args)
+                                   + (["--dry-run"] if args.dry_run else []))
+    for result in results:
+        print(json.dumps(result, sort_keys=True))
     return code
 
 
 def cmd_validate(args) -> int:
     cfg = load_config(args.config)
-    code, result = run_table_job(cfg, "validate.py", args.table,
-                                 ["--now-ms", str(args.now_ms)] if args.now_ms is not None else [])
-    if "rules" in result:
-        for rule in result["rules"]:
+    code, results = run_tables_job(cfg, "validate.py", args.tables, _common_args(args))
+    for result in results:
+        for rule in result.get("rules", []):
             mark = "ok  " if rule["success"] else ("FAIL" if rule["severity"] == "fail" else "warn")
-            print(f"{mark} {rule['rule']}" + (f"  offending: {rule['offending']}" if not rule["success"] else ""))
-        print(f"data docs: {result['docs']}")
-    print(json.dumps(result, sort_keys=True, default=str))
+            print(f"{mark} {result['table']}: {rule['rule']}"
+                  + (f"  offending: {rule['offending']}" if not rule["success"] else ""))
+    docs = next((r["docs"] for r in results if "docs" in r), None)
+    if docs:
+        print(f"data docs: {docs}")
+    for result in results:
+        print(json.dumps(result, sort_keys=True, default=str))
     return code
 
 
@@ -123,13 +133,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="lakecleaner", description=__doc__)
     parser.add_argument("--config", help="YAML config (default: $LAKECLEANER_CONFIG or include/lakecleaner.yaml)")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("compact", help="compact one table with a Spark job; prints one JSON line of statistics")
-    p.add_argument("table", help="namespace.table (in the configured catalog)")
+    p = sub.add_parser("compact", help="compact tables in one Spark application; one JSON line of statistics per table")
+    p.add_argument("tables", nargs="+", metavar="TABLE", help="namespace.table (in the configured catalog), in order")
     p.add_argument("--now-ms", type=int, help="the run's 'now' in epoch ms (default: the wall clock)")
     p.add_argument("--dry-run", action="store_true", help="compute the same figures, commit nothing")
     p.set_defaults(func=cmd_compact)
-    p = sub.add_parser("validate", help="run the table's data-quality suite (great-expectations on Spark)")
-    p.add_argument("table")
+    p = sub.add_parser("validate", help="run the tables' data-quality suites (great-expectations on Spark)")
+    p.add_argument("tables", nargs="+", metavar="TABLE")
     p.add_argument("--now-ms", type=int)
     p.set_defaults(func=cmd_validate)
     p = sub.add_parser("evaluate", help="dirty and must-clean ratios of every compacted table, from metadata only")

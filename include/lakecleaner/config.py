@@ -333,6 +333,13 @@ class CleanerConfig:
     namespaces: tuple[str, ...] = ()  # empty = every namespace
     state_location: str = ""  # where failure counts and uncleanable marks live; "" = <warehouse>/_lakecleaner
     uncleanable_after_failures: int = 3  # consecutive failed runs before a table is marked uncleanable
+    # An application starts no new table after this many seconds (nor after one schedule interval);
+    # the tables it did not reach are left, still ranked, to the next run.
+    application_budget_s: float = 600.0
+    # Tables one application cleans side by side (Kafka's cleaner threads, inside one application): a
+    # small table's chain waits mostly on the driver (planning, catalog calls, commits), so two in
+    # flight keep the cores busy. Validations still run one at a time.
+    application_threads: int = 2
 
 
 @dataclass(frozen=True)
@@ -404,8 +411,13 @@ def load_config(path: str | os.PathLike | None = None) -> LakecleanerConfig:
         except ValueError as exc:
             raise ConfigError(None, f"defaults.{prop}", value, str(exc)) from None
     cleaner = _section(raw, "cleaner", CleanerConfig, str(path))
-    if not isinstance(cleaner.threads, int) or isinstance(cleaner.threads, bool) or cleaner.threads < 1:
-        raise ConfigError(None, "cleaner.threads", cleaner.threads, "must be a positive integer")
+    for name in ("threads", "application_threads"):
+        value = getattr(cleaner, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(None, f"cleaner.{name}", value, "must be a positive integer")
+    budget = cleaner.application_budget_s
+    if not isinstance(budget, (int, float)) or isinstance(budget, bool) or not 0 < budget < float("inf"):
+        raise ConfigError(None, "cleaner.application_budget_s", budget, "must be a positive number of seconds")
     quality = _section(raw, "quality", QualityConfig, str(path))
     for rule, level in dict(quality.severity).items():
         if level not in ("fail", "warn"):

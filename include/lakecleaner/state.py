@@ -77,3 +77,47 @@ class StateStore:
             return None
         return (f"uncleanable after {state.consecutive_failures} failed runs in a row; last error: {state.last_error}; "
                 f"clear with: lakecleaner clear-uncleanable {table}")
+
+
+# ---------------------------------------------------------------- documents under the state root
+def _local_path(location: str) -> str | None:
+    if location.startswith("file:"):
+        return location[len("file:"):].removeprefix("//")
+    return None if "://" in location else location
+
+
+def write_document(cfg: LakecleanerConfig, name: str, document: dict) -> str:
+    """Write a JSON document under the cleaner's state root: on a local disk under a temporary name
+    renamed into place, so a reader (or a writer killed midway) never leaves a half-written file;
+    elsewhere through pyiceberg's FileIO (an object store's put is atomic). Returns its location."""
+    import os
+    import tempfile
+
+    location = f"{cfg.state_root}/{name}"
+    data = json.dumps(document, sort_keys=True, default=str).encode()
+    local = _local_path(location)
+    if local is not None:
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(local), prefix=".tmp-")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, local)
+        return location
+    from pyiceberg.io import load_file_io
+
+    io = load_file_io(cfg.catalog.pyiceberg_properties_resolved(), location)
+    with io.new_output(location).create(overwrite=True) as fh:
+        fh.write(data)
+    return location
+
+
+def read_document(cfg: LakecleanerConfig, name: str) -> dict | None:
+    """A document written by ``write_document``; None if there is none."""
+    from pyiceberg.io import load_file_io
+
+    location = f"{cfg.state_root}/{name}"
+    inp = load_file_io(cfg.catalog.pyiceberg_properties_resolved(), location).new_input(location)
+    if not inp.exists():
+        return None
+    with inp.open() as fh:
+        return json.loads(fh.read())

@@ -794,6 +794,25 @@ def test_cleaner_threads_must_be_positive_integer(tmp_path, yaml_value, value):
     check_error(load_error(path), None, "cleaner.threads", value, "must be a positive integer")
 
 
+@pytest.mark.parametrize("yaml_value,value", [("0", 0), ("-1", -1), ("'two'", "two"), ("true", True)])
+def test_cleaner_application_threads_must_be_positive_integer(tmp_path, yaml_value, value):
+    path = write(tmp_path, f"cleaner:\n  application_threads: {yaml_value}\n")
+    check_error(load_error(path), None, "cleaner.application_threads", value, "must be a positive integer")
+
+
+@pytest.mark.parametrize("yaml_value,value", [("0", 0), ("-5", -5), ("'ten'", "ten"), (".inf", float("inf")),
+                                              ("false", False)])
+def test_cleaner_application_budget_must_be_positive_seconds(tmp_path, yaml_value, value):
+    path = write(tmp_path, f"cleaner:\n  application_budget_s: {yaml_value}\n")
+    check_error(load_error(path), None, "cleaner.application_budget_s", value, "must be a positive number of seconds")
+
+
+def test_cleaner_application_settings_load(tmp_path):
+    cfg = load_config(write(tmp_path, "cleaner:\n  application_threads: 3\n  application_budget_s: 90.5\n"))
+    assert (cfg.cleaner.application_threads, cfg.cleaner.application_budget_s) == (3, 90.5)
+    assert (CleanerConfig().application_threads, CleanerConfig().application_budget_s) == (2, 600.0)
+
+
 def test_spark_conf_jvm_options_driver_and_executors_and_overridable():
     from lakecleaner.spark import JVM_OPTIONS, spark_conf
 

@@ -1,0 +1,177 @@
+"""Many tables in one Spark application (lakecleaner.batch): the chain per table, one table's failure
+contained, the budget, memory released between tables, and the CLI over several tables."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lakecleaner.batch import BatchRequest, clean_tables
+from lakecleaner.config import CHECKPOINT_PROPERTY
+from lakecleaner.engine import TableRef
+from lakecleaner.generator import CDC_SCHEMA
+from lakecleaner.model import compact
+from lakecleaner.quality import list_results
+from lakecleaner.rules import Checkpoint
+from lakecleaner.scheduler import evaluate_all, pack, plan
+from lakecleaner.state import StateStore, read_document
+from lakecleaner.tables import append, create_compacted_table, read_model_records
+
+pytestmark = pytest.mark.spark
+
+
+def _rows(start, n, keys=6, partitions=2):
+    return [{"key": f"k{i % keys}", "offset": i, "partition": i % partitions, "timestamp": (i * 37) % 23,
+             "value": None if i % 9 == 0 else f"v{i}"} for i in range(start, start + n)]
+
+
+def _table(spark, cfg, name, props=None, batches=2, per_batch=30):
+    ref = create_compacted_table(spark, cfg, name, {"compaction.retain.log.end.record": "false", **(props or {})})
+    for b in range(batches):
+        append(spark, ref, _rows(b * per_batch, per_batch))
+    return ref
+
+
+def _cdc_table(spark, cfg, name):
+    ref = create_compacted_table(spark, cfg, name, {
+        "compaction.strategy": "column", "compaction.strategy.column": "lsn", "compaction.key.columns": "tenant,id",
+        "compaction.value.column": "payload", "compaction.retain.log.end.record": "false"}, schema=CDC_SCHEMA)
+    rows = [{"tenant": f"t{i % 2}", "id": i % 5, "lsn": (i * 7) % 40, "offset": i, "partition": i % 2,
+             "op": "u", "payload": f"p{i}"} for i in range(40)]
+    append(spark, ref, rows, CDC_SCHEMA)
+    return ref
+
+
+def _ids(spark, ref):
+    return sorted((r["partition"], r["offset"]) for r in spark.table(ref.sql()).select("partition", "offset").collect())
+
+
+def _expected(spark, cfg, table, now_ms):
+    records, tc = read_model_records(spark, cfg, table)
+    props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {TableRef.parse(table, 'lake').sql()}").collect()}
+    outcome = compact(records, Checkpoint.from_json(props.get(CHECKPOINT_PROPERTY)), tc, now_ms)
+    return sorted(r.id for r in outcome.survivors(records))
+
+
+def _persisted(spark) -> int:
+    return spark.sparkContext._jsc.getPersistentRDDs().size()
+
+
+def test_one_application_cleans_every_good_table_and_contains_each_broken_one(spark, lake_config, table_name):
+    cfg, ns = lake_config, table_name.replace("t.", "b_")
+    good = [f"{ns}.offsets", f"{ns}.stamps", f"{ns}.cdc"]
+    invalid, corrupt, breaking = f"{ns}.invalid", f"{ns}.corrupt", f"{ns}.breaking"
+    refs = {good[0]: _table(spark, cfg, good[0]),
+            good[1]: _table(spark, cfg, good[1], {"compaction.strategy": "timestamp"}),
+            good[2]: _cdc_table(spark, cfg, good[2])}
+    _table(spark, cfg, invalid, {"min.cleanable.dirty.ratio": "lots"})
+    ref = _table(spark, cfg, corrupt)
+    spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ('{CHECKPOINT_PROPERTY}' = '{{\"history\":[[1]]}}')")
+    ref = _table(spark, cfg, breaking)  # eligible from metadata, but a data file is gone: fails mid-run
+    victim = spark.sql(f"SELECT file_path FROM {ref.meta('files')} LIMIT 1").collect()[0][0]
+    Path(victim.replace("file:", "")).unlink()
+    now = int(time.time() * 1000)
+    expected = {t: _expected(spark, cfg, t, now) for t in good}
+    order = (good[0], invalid, good[1], corrupt, breaking, good[2])
+
+    lines: list[str] = []
+    outcomes = clean_tables(spark, cfg, BatchRequest(order, now, record_outcomes=True, report=f"batches/{ns}.json"),
+                            emit=lines.append, workers=2)
+
+    assert [o.table for o in outcomes] == list(order)  # reported in the order asked, whatever finished first
+    status = {o.table: (o.status, o.failed_step) for o in outcomes}
+    assert status == {good[0]: ("ok", None), good[1]: ("ok", None), good[2]: ("ok", None),
+                      invalid: ("failed", "compact"), corrupt: ("failed", "compact"), breaking: ("failed", "compact")}
+    errors = {o.table: o.error for o in outcomes}
+    assert errors[invalid].startswith(f"table {invalid}: min.cleanable.dirty.ratio='lots' is invalid")
+    assert errors[corrupt].startswith(f"table {corrupt}: ") and errors[breaking].startswith(f"table {breaking}: ")
+    for table in good:  # compacted exactly as the reference model says, made physical, validated
+        assert _ids(spark, refs[table]) == expected[table], table
+        result = {o.table: o for o in outcomes}[table]
+        assert set(result.steps) == {"compact", "maintain", "validate"} and result.steps["validate"]["success"]
+        assert list_results(cfg, table)[0]["now_ms"] == now
+    store = StateStore(cfg)  # each broken table's failure counted; the good ones reset
+    assert all(store.get(t).consecutive_failures == 1 and store.get(t).last_error.startswith(f"table {t}: ")
+               for t in (invalid, corrupt, breaking))
+    assert all(store.get(t).consecutive_failures == 0 and store.get(t).last_success_ms for t in good)
+    history = {r["table_name"]: r["status"] for r in spark.table(cfg.history_table).where(f"now_ms = {now}").collect()}
+    assert {t: history.get(t) for t in (*good, corrupt, breaking)} == {
+        **dict.fromkeys(good, "committed"), corrupt: "failed", breaking: "failed"}
+    report = read_document(cfg, f"batches/{ns}.json")
+    assert report["finished"] and report["in_progress"] == []
+    assert [o["status"] for o in report["outcomes"]] == [o.status for o in outcomes]
+    for table in order:  # one delimited section per table in the log
+        assert sum(line.startswith(f"============ lakecleaner: {table} (") for line in lines) == 1
+    assert _persisted(spark) == 0  # nothing of any table stays cached
+
+
+def test_a_spent_budget_leaves_the_rest_in_plan_order_for_the_next_run(spark, lake_config, table_name):
+    cfg, ns = lake_config, table_name.replace("t.", "g_")
+    tables = [f"{ns}.a{i}" for i in range(4)]
+    for i, table in enumerate(tables):
+        _table(spark, cfg, table, per_batch=10 + 5 * i)  # different sizes, so a definite plan order
+    now = int(time.time() * 1000)
+    jobs = plan(evaluate_all(cfg, tables, now))
+    ranked = [j.table for j in jobs]
+    assert sorted(ranked) == tables
+    (app,) = pack(jobs, threads=1)
+
+    first = clean_tables(spark, cfg, BatchRequest(tuple(app.tables), now, steps=("compact",), budget_s=1e-6),
+                         emit=lambda line: None, workers=2)
+    assert [(o.table, o.status) for o in first] == [(ranked[0], "ok")] + [(t, "deferred") for t in ranked[1:]]
+    assert all("budget of 1e-06 s was spent" in o.error for o in first[1:])
+
+    later = now + 1000  # the next interval: the deferred tables are still eligible, still ranked
+    jobs = plan(evaluate_all(cfg, tables, later))
+    assert [j.table for j in jobs] == ranked[1:]
+    second = clean_tables(spark, cfg, BatchRequest(tuple(j.table for j in jobs), later, steps=("compact",)),
+                          emit=lambda line: None)
+    assert [(o.table, o.status) for o in second] == [(t, "ok") for t in ranked[1:]]
+
+
+def test_the_cli_compacts_several_tables_in_one_application(config_file, spark, lake_config, table_name):
+    ns = table_name.replace("t.", "c_")
+    tables = [f"{ns}.one", f"{ns}.missing", f"{ns}.two"]
+    for table in (tables[0], tables[2]):
+        _table(spark, lake_config, table)
+    out = subprocess.run([sys.executable, "-m", "lakecleaner.cli", "--config", str(config_file), "compact", *tables],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 1, out.stderr[-3000:]  # one table failed
+    results = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+    assert [(r["table"], r["status"]) for r in results] == [
+        (tables[0], "committed"), (tables[1], "failed"), (tables[2], "committed")]
+    assert results[1]["error"].startswith(f"table {tables[1]}: cannot load table")
+    assert results[0]["removed_superseded"] > 0 and results[2]["removed_superseded"] > 0
+    runs = spark.table(lake_config.history_table).where(f"table_name IN ('{tables[0]}', '{tables[2]}')")
+    assert runs.where("status = 'committed'").count() == 2
+
+    out = subprocess.run([sys.executable, "-m", "lakecleaner.cli", "--config", str(config_file), "validate",
+                          tables[0], tables[2]], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    results = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    assert [(r["table"], r["status"], r["success"]) for r in results] == [
+        (tables[0], "passed", True), (tables[2], "passed", True)]
+    assert f"ok   {tables[0]}: one record per key" in out.stdout
+
+
+def test_an_unreadable_quality_context_fails_validation_only(spark, lake_config, table_name, tmp_path):
+    """A corrupt great-expectations project file stops no compaction: each table is still compacted and
+    maintained, and its validation fails naming the problem."""
+    from dataclasses import replace
+
+    cfg = replace(lake_config, cleaner=replace(lake_config.cleaner, state_location=str(tmp_path / "state")))
+    gx_dir = tmp_path / "state" / "quality" / "gx"
+    gx_dir.mkdir(parents=True)
+    (gx_dir / "great_expectations.yml").write_text("config_version: [not, a, number\n")
+    ref = _table(spark, cfg, table_name)
+    now = int(time.time() * 1000)
+    expected = _expected(spark, cfg, table_name, now)
+    (outcome,) = clean_tables(spark, cfg, BatchRequest((table_name,), now), emit=lambda line: None)
+    assert (outcome.status, outcome.failed_step) == ("failed", "validate")
+    assert outcome.error.startswith(f"table {table_name}: the data-quality context cannot be opened")
+    assert outcome.steps["compact"]["status"] == "committed" and "maintain" in outcome.steps
+    assert outcome.cleaned and _ids(spark, ref) == expected
