@@ -12,8 +12,9 @@ Mounted by the API server at ``/lakecleaner`` (``fastapi_apps``):
     /lakecleaner/api/tables[/{table}]      the same as JSON
     /lakecleaner/docs/{path}               the GX Data Docs site (files inside it only)
     /lakecleaner/ti/{dag}/{run}/{task}/{map_index}
-                                           a mapped task instance -> its table's page (the task
-                                           instance's rendered map index names the table)
+                                           a mapped task instance -> its tables' pages (the task
+                                           instance's rendered map index names them: one table
+                                           redirects to its page, an application's several are listed)
 
 Access: Airflow mounts plugin apps without its own authentication, so this app checks every
 request itself with Airflow's dependency ``requires_access_dag`` (which authenticates with
@@ -496,12 +497,21 @@ def docs(path: str):
 @app.get("/ti/{dag_id}/{run_id}/{task_id}/{map_index}", name="task_instance",
          dependencies=[Depends(requires_access_dag(method="GET", access_entity=DagAccessEntity.TASK_INSTANCE))])
 def task_instance(request: Request, dag_id: str, run_id: str, task_id: str, map_index: str):
-    """The task-instance tab: a mapped lakecleaner job's rendered map index is its table."""
+    """The task-instance tab: a lakecleaner application's rendered map index names its tables (one
+    table: its page; several: a link to each)."""
     rendered = rendered_map_index(dag_id, run_id, task_id, map_index)
     from lakecleaner.dashboard import known_table, valid_table_name
+    from lakecleaner.scheduler import tables_of_label
 
-    if rendered and valid_table_name(rendered) and known_table(_config(), rendered):
-        return RedirectResponse(_path(request, "table_page", table=rendered), status_code=status.HTTP_303_SEE_OTHER)
+    names, more = tables_of_label(rendered or "")
+    tables = [t for t in names if valid_table_name(t) and known_table(_config(), t)]
+    if len(names) == 1 and tables and not more:
+        return RedirectResponse(_path(request, "table_page", table=tables[0]), status_code=status.HTTP_303_SEE_OTHER)
+    if tables:
+        items = "".join(f'<li><a href="{esc(_path(request, "table_page", table=t))}">{esc(t)}</a></li>' for t in tables)
+        rest = f"<p>and {more} more table(s): see <a href=\"{esc(_path(request, 'index'))}\">all tables</a>.</p>" if more else ""
+        return page("Lake Cleaner", f"<h1>Lake Cleaner</h1><p>Task {esc(task_id)} (map index {esc(map_index)}) of "
+                                    f"{esc(dag_id)} cleaned these tables, in this order:</p><ol>{items}</ol>{rest}")
     return page("Lake Cleaner", f'<h1>Lake Cleaner</h1><p>Task {esc(task_id)} (map index {esc(map_index)}) of '
                                 f'{esc(dag_id)} is not a lakecleaner table job: its rendered map index '
                                 f'({esc(rendered) if rendered else "none"}) names no compacted table. '

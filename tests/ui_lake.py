@@ -48,7 +48,7 @@ def link_dag():
     def compact(table: str):
         get_current_context()["table"] = table
 
-    compact.expand(table=["{ORDERS}", "{PRICES}", "nowhere.gone"])
+    compact.expand(table=["{ORDERS}", "{PRICES}", "nowhere.gone", "{ORDERS}, {PRICES} +2 more"])
 
 
 link_dag()

@@ -79,7 +79,8 @@ def airflow_env(cfg) -> dict:
 
 def run_dag(cfg, logical_date: dt.datetime) -> int:
     """One run of the lakecleaner DAG (`airflow dags test`): evaluate, then compact, maintain and
-    validate each eligible table with spark-submit. Its log goes to airflow_home/demo-dag-run.log."""
+    validate each eligible table, packed into cleaner.threads Spark applications (spark-submit). Its log
+    goes to airflow_home/demo-dag-run.log."""
     env = airflow_env(cfg)
     home = Path(env["AIRFLOW_HOME"])
     home.mkdir(exist_ok=True)
@@ -118,7 +119,7 @@ def main(args=None) -> int:
     print("\nevaluation before the run (metadata only):\n" + format_table(evaluate_all(cfg, tables, int(logical.timestamp() * 1000))))
     time.sleep(max(0.0, logical.timestamp() - time.time()))
     print(f"\nrunning the lakecleaner DAG once (airflow dags test, logical date {logical.isoformat()}): "
-          "evaluate -> compact -> maintain -> validate per table ...")
+          "evaluate -> one Spark application: compact -> maintain -> validate per table ...")
     t0 = time.time()
     code = run_dag(cfg, logical)
     print(f"DAG run finished in {time.time() - t0:.0f}s" + ("" if code == 0 else " with failures"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import sys
 import tempfile
 import time
@@ -57,11 +58,81 @@ def evaluate_all(cfg: LakecleanerConfig, tables: Iterable[str] | None = None, no
     return out
 
 
+# What one table's chain costs beyond the bytes it scans (catalog calls, commits, maintenance, the
+# suites): about 1.5 s, which the engine scans about this many bytes in. Only used to balance
+# applications, so a fleet of tiny tables is spread as evenly as one of large tables.
+TABLE_OVERHEAD_BYTES = 64 * 2**20
+
+
 @dataclass(frozen=True)
 class Job:
     table: str
     priority: int  # 1 = filthiest
     reason: str
+    work_bytes: int = TABLE_OVERHEAD_BYTES  # expected work: see expected_work
+
+
+def expected_work(e: Evaluation) -> int:
+    """A table's expected cleaning work in bytes: the run reads its dirty part and its MERGE scans
+    the table once (clean + cleanable bytes), plus the fixed per-table cost."""
+    return TABLE_OVERHEAD_BYTES + e.clean_bytes + e.cleanable_bytes
+
+
+@dataclass(frozen=True)
+class Application:
+    """One Spark application of a scheduler run: its tables in plan order (Kafka's cleaner thread)."""
+
+    index: int
+    jobs: tuple[Job, ...]
+
+    @property
+    def tables(self) -> list[str]:
+        return [j.table for j in self.jobs]
+
+    @property
+    def work_bytes(self) -> int:
+        return sum(j.work_bytes for j in self.jobs)
+
+    @property
+    def label(self) -> str:
+        """How Airflow names the application's task instance: its tables, shortened past LABEL_MAX."""
+        return table_label(self.tables)
+
+
+LABEL_MAX = 200  # Airflow keeps 250 characters of a rendered map index
+
+
+def table_label(tables: list[str]) -> str:
+    shown: list[str] = []
+    for i, table in enumerate(tables):
+        rest = len(tables) - i - 1
+        candidate = ", ".join([*shown, table]) + (f" +{rest} more" if rest else "")
+        if shown and len(candidate) > LABEL_MAX:
+            return ", ".join(shown) + f" +{len(tables) - len(shown)} more"
+        shown.append(table)
+    return ", ".join(shown)
+
+
+def tables_of_label(label: str) -> tuple[list[str], int]:
+    """The tables a label names, and how many more it left out (the reverse of ``table_label``)."""
+    named, _, more = label.partition(" +")
+    count = int(more.removesuffix(" more")) if more.endswith(" more") and more[:-5].isdigit() else 0
+    return [t.strip() for t in named.split(",") if t.strip()], count
+
+
+def pack(jobs: list[Job], threads: int) -> list[Application]:
+    """The plan's jobs packed into at most ``threads`` applications (the pool runs them at once).
+    Jobs are dealt in plan order, each to the application with the least expected work so far: the
+    filthiest tables start first, one per application, each application runs its tables in plan
+    order, and expected work is balanced (greedy list scheduling, within the largest job of optimal)."""
+    count = min(max(1, threads), len(jobs))
+    members: list[list[Job]] = [[] for _ in range(count)]
+    loads = [0] * count
+    for job in jobs:
+        i = min(range(count), key=lambda k: (loads[k], k))
+        members[i].append(job)
+        loads[i] += job.work_bytes
+    return [Application(i, tuple(m)) for i, m in enumerate(members)]
 
 
 def plan(evaluations: list[Evaluation], only: Iterable[str] = (), force: bool = False) -> list[Job]:
@@ -73,7 +144,7 @@ def plan(evaluations: list[Evaluation], only: Iterable[str] = (), force: bool = 
     if force:
         extra = [e for e in pool if e.status == "not eligible"]
         chosen += sorted(extra, key=lambda e: (-e.must_clean_ratio, -e.dirty_ratio, e.table))
-    return [Job(e.table, i + 1, e.reason if e.eligible else "forced") for i, e in enumerate(chosen)]
+    return [Job(e.table, i + 1, e.reason if e.eligible else "forced", expected_work(e)) for i, e in enumerate(chosen)]
 
 
 def record_outcome(cfg: LakecleanerConfig, table: str, ok: bool, error: str = "") -> dict:
@@ -86,6 +157,16 @@ def record_outcome(cfg: LakecleanerConfig, table: str, ok: bool, error: str = ""
                   table, state.consecutive_failures, state.last_error)
     return {"table": table, "ok": ok, "consecutive_failures": state.consecutive_failures,
             "uncleanable": state.uncleanable}
+
+
+def alert(table: str, outcome: dict) -> None:
+    """THE ALERTING HOOK: called (in the cleaning application, or by the DAG when an application died)
+    after a table's cleaning failed and the failure was counted. ``outcome`` is ``record_outcome``'s
+    result plus ``error``; ``uncleanable`` is True once the table was just marked. By default it logs."""
+    level = logging.ERROR if outcome.get("uncleanable") else logging.WARNING
+    log.log(level, "lakecleaner: cleaning of %s failed (%d in a row%s): %s", table,
+            outcome.get("consecutive_failures", 0), ", now marked uncleanable" if outcome.get("uncleanable") else "",
+            outcome.get("error", ""))
 
 
 # ---------------------------------------------------------------- what the Airflow DAG needs (no Airflow here)
@@ -121,15 +202,24 @@ def submit_options(cfg: LakecleanerConfig, package_dir: str | os.PathLike) -> di
             "env_vars": {"PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON") or sys.executable}}
 
 
-def job_args(table: str, config_path: str, now_ms: int, dry_run: bool = False) -> list[str]:
-    """Arguments of jobs/compact.py and jobs/maintain.py for one table."""
-    return [table, "--config", str(config_path), "--now-ms", str(int(now_ms))] + (["--dry-run"] if dry_run else [])
+def report_name(run_id: str, index: int) -> str:
+    """Where application ``index`` of a DAG run keeps its report (under the cleaner's state root)."""
+    return f"batches/{re.sub(r'[^A-Za-z0-9._-]', '_', run_id)}/app-{index}.json"
 
 
-def validate_args(table: str, config_path: str, now_ms: int, run_name: str, interval_ms: int) -> list[str]:
-    """Arguments of jobs/validate.py: results are kept under the run's logical date (run_name), and a
-    tombstone may outlive its horizon by one schedule interval."""
-    return job_args(table, config_path, now_ms) + ["--run-name", run_name, "--interval-ms", str(int(interval_ms))]
+def clean_args(app: Application, config_path: str, now_ms: int, *, run_name: str, interval_ms: int,
+               budget_s: float, report: str, dry_run: bool = False) -> list[str]:
+    """Arguments of jobs/clean.py for one application: results kept under the run's logical date
+    (run_name), a tombstone may outlive its horizon by one schedule interval, outcomes recorded."""
+    return ["--config", str(config_path), "--now-ms", str(int(now_ms)), "--run-name", run_name,
+            "--interval-ms", str(int(interval_ms)), "--budget-s", f"{budget_s:g}", "--report", report,
+            "--record-outcomes", *(["--dry-run"] if dry_run else []), *app.tables]
+
+
+def application_budget_s(cfg: LakecleanerConfig, interval_ms: int) -> float:
+    """An application starts no new table after cleaner.application_budget_s, nor after one
+    schedule interval: a run does not outlive its interval by more than one table's work."""
+    return float(min(cfg.cleaner.application_budget_s, interval_ms / 1000))
 
 
 def run_history(cfg: LakecleanerConfig, now_ms: int | None = None, tables: Iterable[str] | None = None) -> list[dict]:
@@ -139,55 +229,71 @@ def run_history(cfg: LakecleanerConfig, now_ms: int | None = None, tables: Itera
     return read_history(cfg, None, None, now_ms=now_ms, tables=tables, newest_first=False)
 
 
-def failure_reason(cfg: LakecleanerConfig, table: str, now_ms: int, fallback: str) -> str:
-    """The error a failed job recorded in run history for this run, else ``fallback`` (the job died
-    before recording anything, e.g. the JVM could not start)."""
-    try:
-        failed = [r for r in run_history(cfg, now_ms, [table]) if r["status"] == "failed" and r["error"]]
-    except Exception as exc:  # noqa: BLE001 - the reason is a courtesy; the failure is counted anyway
-        log.warning("lakecleaner: cannot read run history for %s: %s", table, exc)
-        failed = []
-    return failed[-1]["error"] if failed else fallback
-
-
 NOTEWORTHY = ("invalid config", "unreadable", "uncleanable")
-OK_STATES = {"compact": ("success",), "maintain": ("success", "skipped"), "validate": ("success",)}
-DOWNSTREAM = ("maintain", "validate")  # upstream_failed there is the compaction's failure, already counted
+FIGURES = ("records_read", "records_kept", "removed_superseded", "removed_expired_tombstones", "quarantined",
+           "duration_ms")
 
 
-def summarize(evaluations: list[dict], jobs: list[dict], states: dict[str, str | None],
-              history: list[dict] = ()) -> dict:
-    """What one scheduler run did, per planned table: the final state of its compact and maintain
-    tasks (``states`` maps "compact_<i>"/"maintain_<i>"/"validate_<i>" to a task state, i = the job's
-    position) and its run-history figures; plus the tables that were not run for a reason an operator
-    must see. ``failed`` lists every table whose compact, maintain or validate task did not end well
-    (a failed data-quality rule fails the run)."""
+def table_outcomes(app: dict, report: dict | None, task_state: str | None) -> list[dict]:
+    """Each table of one application as its report says: ok, failed or deferred; the table it was
+    cleaning when it died failed; tables it never reached were not run."""
+    report = report or {}
+    done = {o["table"]: o for o in report.get("outcomes", [])}
+    died = task_state not in (None, "success") and not report.get("finished")
+    out = []
+    for table in app["tables"]:
+        if table in done:
+            o = done[table]
+            out.append({"table": table, "status": o["status"], "failed_step": o.get("failed_step"),
+                        "error": o.get("error")})
+        elif died and table in (report.get("in_progress") or []):
+            out.append({"table": table, "status": "failed", "failed_step": "application",
+                        "error": f"table {table}: the Spark application died while cleaning it (task {task_state})"})
+        else:
+            reason = ("the Spark application ended before reaching it" if died or task_state
+                      else "the Spark application did not run")
+            out.append({"table": table, "status": "not run", "failed_step": None,
+                        "error": f"{reason} (task {task_state or 'not started'})"})
+    return out
+
+
+def summarize(evaluations: list[dict], applications: list[dict], reports: dict[int, dict | None],
+              states: dict[str, str | None], history: list[dict] = ()) -> dict:
+    """What one scheduler run did, per planned table (its application, outcome and run-history
+    figures), plus the tables not run for a reason an operator must see. ``states`` maps
+    "clean_<i>" to the task state of application i. ``failed`` lists every table whose chain failed;
+    ``failed_applications`` every application that did not end well (one that never started fails
+    the run although none of its tables failed)."""
     latest = {r["table_name"]: r for r in history}  # oldest first, so the last row of a table wins
-    tables, failed = [], []
-    for i, job in enumerate(jobs):
-        row = {"table": job["table"], "priority": job["priority"], "reason": job.get("reason", ""),
-               **{task: states.get(f"{task}_{i}") for task in OK_STATES}}
-        hist = latest.get(job["table"])
-        if hist:
-            row.update({k: hist.get(k) for k in ("status", "error", "records_read", "records_kept", "removed_superseded",
-                                                 "removed_expired_tombstones", "quarantined", "duration_ms")})
-        if row["compact"] not in OK_STATES["compact"] or any(
-                row[task] not in OK_STATES[task] and row[task] != "upstream_failed" for task in DOWNSTREAM):
-            failed.append(job["table"])
-        tables.append(row)
+    tables, failed_apps = [], []
+    for app in applications:
+        state = states.get(f"clean_{app['index']}")
+        if state != "success":
+            failed_apps.append(app["index"])
+        for priority, row in zip(app["priorities"], table_outcomes(app, reports.get(app["index"]), state)):
+            row.update(priority=priority, application=app["index"])
+            hist = latest.get(row["table"])
+            if hist:
+                row.update({"run": hist.get("status"), **{k: hist.get(k) for k in FIGURES}})
+            tables.append(row)
+    tables.sort(key=lambda r: r["priority"])
+    failed = [r["table"] for r in tables if r["status"] == "failed"]
+    deferred = [r["table"] for r in tables if r["status"] in ("deferred", "not run")]
     not_run = [{"table": e["table"], "status": e["status"], "reason": e["reason"]}
                for e in evaluations or [] if e["status"] in NOTEWORTHY]
-    lines = [f"lakecleaner: {len(jobs)} table(s) planned, {len(failed)} failed"]
+    lines = [f"lakecleaner: {len(tables)} table(s) planned in {len(applications)} application(s), "
+             f"{len(failed)} failed, {len(deferred)} left for the next run"]
     for row in tables:
-        figures = "" if "status" not in row else (
-            f" run={row['status']} read={row['records_read']} kept={row['records_kept']}"
-            f" superseded={row['removed_superseded']} tombstones={row['removed_expired_tombstones']}"
-            + (f" error={row['error']}" if row.get("error") else ""))
-        lines.append(f"  #{row['priority']} {row['table']}: compact={row['compact']} maintain={row['maintain']} "
-                     f"validate={row['validate']}{figures}")
+        figures = "" if "run" not in row else (
+            f" run={row['run']} read={row['records_read']} kept={row['records_kept']}"
+            f" superseded={row['removed_superseded']} tombstones={row['removed_expired_tombstones']}")
+        error = f" {row['failed_step'] or ''}: {row['error']}" if row["status"] != "ok" and row.get("error") else ""
+        lines.append(f"  #{row['priority']} {row['table']} (application {row['application']}): "
+                     f"{row['status']}{figures}{error}")
     for row in not_run:
         lines.append(f"  not run: {row['table']} ({row['status']}): {row['reason']}")
-    return {"tables": tables, "not_run": not_run, "failed": failed, "text": "\n".join(lines)}
+    return {"tables": tables, "not_run": not_run, "failed": failed, "deferred": deferred,
+            "failed_applications": failed_apps, "text": "\n".join(lines)}
 
 
 def cleaner_metrics(cfg: LakecleanerConfig, evaluations: list[dict], report: dict, now_ms: int) -> dict:

@@ -91,12 +91,11 @@ def test_parsing_does_no_io(parsed):
 
 def test_the_dag_has_the_expected_shape(parsed):
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-    from airflow.sdk.definitions.taskgroup import MappedTaskGroup
 
     bag, _, _ = parsed
     dag = bag.dags["lakecleaner"]
     assert dag.dag_id == "lakecleaner"
-    assert set(dag.task_dict) == {"evaluate", "compact", "maintain", "validate", "summary"}
+    assert set(dag.task_dict) == {"evaluate", "clean", "summary"}
     assert type(dag.timetable).__name__ == "CronTriggerTimetable" and dag.timetable.expression == "*/15 * * * *"
     assert dag.catchup is False and dag.max_active_runs == 1
 
@@ -113,20 +112,15 @@ def test_the_dag_has_the_expected_shape(parsed):
         params["tables"].resolve("t.not_a_list")
     assert all(p.description for p in params.values())  # shown in the trigger form
 
-    evaluate, compact, maintain, validate, summary = (
-        dag.task_dict[t] for t in ("evaluate", "compact", "maintain", "validate", "summary"))
-    assert isinstance(compact.task_group, MappedTaskGroup)
-    assert maintain.task_group is compact.task_group and validate.task_group is compact.task_group
-    assert compact.upstream_task_ids == {"evaluate"}
-    assert maintain.upstream_task_ids == {"evaluate", "compact"}  # evaluate: its arguments come from XCom
-    assert validate.upstream_task_ids == {"evaluate", "maintain"} and validate.trigger_rule == "none_failed"
-    assert summary.upstream_task_ids == {"validate"} and summary.trigger_rule == "all_done"
-    for op, job in ((compact, "compact.py"), (maintain, "maintain.py"), (validate, "validate.py")):
-        assert isinstance(op, SparkSubmitOperator)
-        assert op._conn_id == "spark_default" and op.pool == "lakecleaner" and op.retries == 0
-        assert op.application == str(REPO / "jobs" / job)
-        assert op.map_index_template == "{{ task.application_args[0] }}"
-    assert compact.on_failure_callback and compact.on_success_callback
+    evaluate, clean, summary = (dag.task_dict[t] for t in ("evaluate", "clean", "summary"))
+    # one mapped spark-submit of jobs/clean.py per packed application, named by its tables
+    assert clean.operator_class is SparkSubmitOperator
+    assert clean.upstream_task_ids == {"evaluate"} and clean.downstream_task_ids == {"summary"}
+    assert clean.partial_kwargs["conn_id"] == "spark_default" and clean.pool == "lakecleaner" and clean.retries == 0
+    assert clean.partial_kwargs["application"] == str(REPO / "jobs" / "clean.py")
+    assert clean.map_index_template == "{{ task.name }}"
+    assert clean.partial_kwargs["on_failure_callback"]
+    assert summary.upstream_task_ids == {"clean"} and summary.trigger_rule == "all_done"
 
 
 def test_the_schedule_comes_from_the_environment(monkeypatch):

@@ -227,6 +227,10 @@ def test_task_instance_view_leads_from_a_mapped_job_to_its_table(api_server, cli
         resp = client.get(f"{base}/{index}")
         assert resp.status_code == 303 and resp.headers["location"] == f"/lakecleaner/tables/{table}"
     assert "names no compacted table" in client.get(f"{base}/2").text  # rendered "nowhere.gone"
+    packed = client.get(f"{base}/3")  # an application's instance: "shop.orders, shop.prices +2 more"
+    assert packed.status_code == 200 and "cleaned these tables, in this order" in packed.text
+    assert packed.text.index(f'href="/lakecleaner/tables/{ORDERS}"') < packed.text.index(f'href="/lakecleaner/tables/{PRICES}"')
+    assert "and 2 more table(s)" in packed.text
     assert "names no compacted table" in client.get(f"{base}/%7BMAP_INDEX%7D").text  # an unmapped task instance
     assert client.get(f"{base}/9").status_code == 404
     assert anonymous.get(f"{base}/0").status_code == 401

@@ -15,25 +15,36 @@ from lakecleaner.tables import append, create_compacted_table, read_model_record
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
-def test_compaction_on_a_standalone_cluster(spark, lake_config, spark_cluster, tmp_path, table_name):
-    ref = create_compacted_table(spark, lake_config, table_name, {"compaction.strategy": "timestamp"})
-    append(spark, ref, [{"key": f"k{i % 7}", "offset": i, "partition": i % 2, "timestamp": (i * 37) % 11,
-                         "value": f"v{i}"} for i in range(200)])
-    records, tc = read_model_records(spark, lake_config, table_name)
+def _cluster_apps(cluster) -> list[str]:
+    state = json.load(urllib.request.urlopen(f"{cluster['ui']}/json/", timeout=5))
+    return [a["name"] for a in state.get("completedapps", []) + state.get("activeapps", [])]
+
+
+def test_one_cluster_application_compacts_several_tables_and_contains_a_failing_one(
+        spark, lake_config, spark_cluster, tmp_path, table_name):
+    tables = [f"{table_name}_a", f"{table_name}_missing", f"{table_name}_b"]
+    expected, refs = {}, {}
     now = int(time.time() * 1000)
-    expected = sorted(r.id for r in compact(records, Checkpoint(), tc, now).survivors(records))
+    for table, strategy in ((tables[0], "timestamp"), (tables[2], "offset")):
+        refs[table] = ref = create_compacted_table(spark, lake_config, table, {"compaction.strategy": strategy})
+        append(spark, ref, [{"key": f"k{i % 7}", "offset": i, "partition": i % 2, "timestamp": (i * 37) % 11,
+                             "value": f"v{i}"} for i in range(200)])
+        records, tc = read_model_records(spark, lake_config, table)
+        expected[table] = sorted(r.id for r in compact(records, Checkpoint(), tc, now).survivors(records))
     config = tmp_path / "cluster.yaml"
     config.write_text(f"catalog:\n  warehouse: {lake_config.catalog.warehouse}\n"
                       f"spark:\n  master: {spark_cluster['url']}\n  driver_memory: 1g\n"
                       "  conf: {spark.executor.memory: 1g, spark.executor.cores: '1'}\n")
-    out = subprocess.run([sys.executable, "-m", "lakecleaner.cli", "--config", str(config), "compact", table_name,
+    before = _cluster_apps(spark_cluster).count("lakecleaner-compact")
+    out = subprocess.run([sys.executable, "-m", "lakecleaner.cli", "--config", str(config), "compact", *tables,
                           "--now-ms", str(now)], capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stdout + out.stderr[-3000:]
-    stats = json.loads(out.stdout.strip().splitlines()[-1])
-    assert stats["status"] == "committed" and stats["removed_superseded"] > 0
-    spark.catalog.refreshTable(ref.sql().replace("`", ""))
-    got = sorted((r["partition"], r["offset"]) for r in spark.table(ref.sql()).collect())
-    assert got == expected
-    state = json.load(urllib.request.urlopen(f"{spark_cluster['ui']}/json/", timeout=5))
-    apps = [a["name"] for a in state.get("completedapps", []) + state.get("activeapps", [])]
-    assert "lakecleaner-compact" in apps, state  # it ran on the cluster, not in a local JVM
+    assert out.returncode == 1, out.stdout + out.stderr[-3000:]  # the missing table failed
+    results = [json.loads(line) for line in out.stdout.strip().splitlines()]
+    assert [(r["table"], r["status"]) for r in results] == [
+        (tables[0], "committed"), (tables[1], "failed"), (tables[2], "committed")]
+    assert results[1]["error"].startswith(f"table {tables[1]}: cannot load table")
+    for table, ref in refs.items():
+        spark.catalog.refreshTable(ref.sql().replace("`", ""))
+        assert sorted((r["partition"], r["offset"]) for r in spark.table(ref.sql()).collect()) == expected[table]
+    # it ran on the cluster, not in a local JVM, as one application for all three tables
+    assert _cluster_apps(spark_cluster).count("lakecleaner-compact") == before + 1

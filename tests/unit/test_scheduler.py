@@ -4,10 +4,69 @@ import zipfile
 from lakecleaner import scheduler
 
 
-def test_job_args_carry_the_runs_now_and_dry_run():
-    assert scheduler.job_args("db.t", "/c.yaml", 1_700_000_000_000) == [
-        "db.t", "--config", "/c.yaml", "--now-ms", "1700000000000"]
-    assert scheduler.job_args("db.t", "/c.yaml", 5, dry_run=True)[-1] == "--dry-run"
+def _jobs(*sizes):
+    return [scheduler.Job(f"a.t{i}", i + 1, "r", size) for i, size in enumerate(sizes)]
+
+
+def test_packing_deals_jobs_in_plan_order_to_the_least_loaded_application():
+    apps = scheduler.pack(_jobs(100, 90, 80, 10, 10, 10, 5), threads=3)
+    # loads after each deal: 100/0/0, 100/90/0, 100/90/80, +10 -> app 2, +10 -> app 1, +10 -> app 2, +5 -> app 0
+    assert [a.tables for a in apps] == [["a.t0", "a.t6"], ["a.t1", "a.t4"], ["a.t2", "a.t3", "a.t5"]]
+    # the filthiest tables start first, one per application, and each runs its tables in plan order
+    assert [a.jobs[0].priority for a in apps] == [1, 2, 3]
+    assert all([j.priority for j in a.jobs] == sorted(j.priority for j in a.jobs) for a in apps)
+    assert [a.work_bytes for a in apps] == [105, 100, 100]
+
+
+def test_packing_never_makes_more_applications_than_threads_or_tables():
+    assert [len(a.jobs) for a in scheduler.pack(_jobs(1, 1, 1, 1, 1), threads=2)] == [3, 2]
+    assert [a.tables for a in scheduler.pack(_jobs(5), threads=4)] == [["a.t0"]]
+    assert scheduler.pack([], threads=4) == []
+    assert sum(len(a.jobs) for a in scheduler.pack(_jobs(*range(200)), threads=3)) == 200
+
+
+def test_a_tables_expected_work_is_what_its_run_scans_plus_a_fixed_cost():
+    from lakecleaner.evaluate import Evaluation
+
+    ev = Evaluation("a.t", "eligible", "r", clean_bytes=1000, cleanable_bytes=500, uncleanable_bytes=7)
+    assert scheduler.plan([ev])[0].work_bytes == scheduler.TABLE_OVERHEAD_BYTES + 1500
+
+
+def test_an_application_is_named_by_its_tables_within_airflows_limit():
+    assert scheduler.table_label(["a.x", "a.y"]) == "a.x, a.y"
+    many = [f"namespace.table_{i:03d}" for i in range(100)]
+    label = scheduler.table_label(many)
+    assert len(label) <= scheduler.LABEL_MAX and label.startswith("namespace.table_000, namespace.table_001")
+    shown = label.split(" +")[0].split(", ")
+    assert label.endswith(f" +{100 - len(shown)} more")
+    assert scheduler.table_label(["x" * 300]) == "x" * 300  # one table is always named whole
+    assert scheduler.tables_of_label(label) == (shown, 100 - len(shown))
+    assert scheduler.tables_of_label("a.x, a.y") == (["a.x", "a.y"], 0) and scheduler.tables_of_label("") == ([], 0)
+
+
+def test_clean_args_carry_the_runs_now_budget_report_and_tables_in_order():
+    app = scheduler.Application(0, tuple(_jobs(1, 1)))
+    args = scheduler.clean_args(app, "/c.yaml", 1_700_000_000_000, run_name="2026-01-01T00:00:00+00:00",
+                                interval_ms=900_000, budget_s=600, report="batches/r/app-0.json")
+    assert args == ["--config", "/c.yaml", "--now-ms", "1700000000000", "--run-name", "2026-01-01T00:00:00+00:00",
+                    "--interval-ms", "900000", "--budget-s", "600", "--report", "batches/r/app-0.json",
+                    "--record-outcomes", "a.t0", "a.t1"]
+    dry = scheduler.clean_args(app, "/c.yaml", 5, run_name="r", interval_ms=1, budget_s=0.5, report="x", dry_run=True)
+    assert dry[-3:] == ["--dry-run", "a.t0", "a.t1"] and "0.5" in dry
+
+
+def test_an_application_never_outlives_the_interval_by_its_budget():
+    from lakecleaner.config import CleanerConfig, LakecleanerConfig
+
+    cfg = LakecleanerConfig(cleaner=CleanerConfig(application_budget_s=600))
+    assert scheduler.application_budget_s(cfg, 15 * 60_000) == 600
+    assert scheduler.application_budget_s(cfg, 5 * 60_000) == 300
+
+
+def test_report_names_are_safe_paths_per_run_and_application():
+    name = scheduler.report_name("manual__2026-11-23T07:00:00+00:00/../x", 3)
+    assert name == "batches/manual__2026-11-23T07_00_00_00_00_.._x/app-3.json"
+    assert "/" not in name.split("/")[1]
 
 
 def test_the_package_zip_is_named_after_its_content_and_rebuilt_in_place(tmp_path):
@@ -19,24 +78,46 @@ def test_the_package_zip_is_named_after_its_content_and_rebuilt_in_place(tmp_pat
         assert "lakecleaner/scheduler.py" in zf.namelist() and "lakecleaner/engine.py" in zf.namelist()
 
 
-def test_summary_fails_a_table_whose_compact_maintain_or_validate_did_not_end_well():
-    jobs = [{"table": t, "priority": i + 1} for i, t in enumerate(["a.ok", "a.bad", "a.dry", "a.maint", "a.dq"])]
-    states = {"compact_0": "success", "maintain_0": "success", "validate_0": "success",
-              "compact_1": "failed", "maintain_1": "upstream_failed", "validate_1": "upstream_failed",
-              "compact_2": "success", "maintain_2": "skipped", "validate_2": "success",  # dry run
-              "compact_3": "success", "maintain_3": "failed", "validate_3": "upstream_failed",
-              "compact_4": "success", "maintain_4": "success", "validate_4": "failed"}  # a data-quality rule
+def test_summary_tells_each_tables_outcome_from_its_applications_report():
+    apps = [{"index": 0, "tables": ["a.ok", "a.dq", "a.late"], "priorities": [1, 3, 5]},
+            {"index": 1, "tables": ["a.bad", "a.dying", "a.never"], "priorities": [2, 4, 6]},
+            {"index": 2, "tables": ["a.unstarted"], "priorities": [7]}]
+    reports = {
+        0: {"finished": True, "in_progress": [], "outcomes": [
+            {"table": "a.ok", "status": "ok"},
+            {"table": "a.dq", "status": "failed", "failed_step": "validate", "error": "table a.dq: rule failed"},
+            {"table": "a.late", "status": "deferred", "error": "budget spent"}]},
+        1: {"finished": False, "in_progress": ["a.dying"], "outcomes": [
+            {"table": "a.bad", "status": "failed", "failed_step": "compact", "error": "table a.bad: broken"}]},
+        2: None}
+    states = {"clean_0": "failed", "clean_1": "failed", "clean_2": "upstream_failed"}
     evaluations = [{"table": "a.cfg", "status": "invalid config", "reason": "table a.cfg: x=1 is invalid"},
                    {"table": "a.fine", "status": "not eligible", "reason": "clean"}]
     history = [{"table_name": "a.ok", "status": "failed", "error": "old"},
                {"table_name": "a.ok", "status": "committed", "error": None, "records_read": 4, "records_kept": 2,
                 "removed_superseded": 2, "removed_expired_tombstones": 0}]
-    report = scheduler.summarize(evaluations, jobs, states, history)
-    assert report["failed"] == ["a.bad", "a.maint", "a.dq"]
+    report = scheduler.summarize(evaluations, apps, reports, states, history)
+    rows = {r["table"]: r for r in report["tables"]}
+    assert [r["table"] for r in report["tables"]] == ["a.ok", "a.bad", "a.dq", "a.dying", "a.late", "a.never",
+                                                      "a.unstarted"]  # plan order
+    assert report["failed"] == ["a.bad", "a.dq", "a.dying"]
+    assert report["deferred"] == ["a.late", "a.never", "a.unstarted"]
+    assert report["failed_applications"] == [0, 1, 2]
+    assert rows["a.ok"]["status"] == "ok" and rows["a.ok"]["run"] == "committed"  # the latest history row
+    assert rows["a.dying"]["failed_step"] == "application" and "died while cleaning it" in rows["a.dying"]["error"]
+    assert rows["a.never"]["status"] == "not run" and rows["a.unstarted"]["application"] == 2
     assert report["not_run"] == [{"table": "a.cfg", "status": "invalid config", "reason": "table a.cfg: x=1 is invalid"}]
-    assert report["tables"][0]["status"] == "committed"  # the latest history row of the table
-    assert "#2 a.bad: compact=failed maintain=upstream_failed validate=upstream_failed" in report["text"]
-    assert scheduler.summarize([], [], {})["failed"] == []
+    assert "#2 a.bad (application 1): failed compact: table a.bad: broken" in report["text"]
+    assert "#1 a.ok (application 0): ok run=committed read=4 kept=2" in report["text"]
+    quiet = scheduler.summarize([], [], {}, {})
+    assert quiet["failed"] == [] and quiet["failed_applications"] == []
+
+
+def test_a_finished_application_whose_tables_all_did_well_fails_nothing():
+    apps = [{"index": 0, "tables": ["a.x"], "priorities": [1]}]
+    report = scheduler.summarize([], apps, {0: {"finished": True, "outcomes": [{"table": "a.x", "status": "ok"}]}},
+                                 {"clean_0": "success"})
+    assert report["failed"] == [] and report["failed_applications"] == [] and report["deferred"] == []
 
 
 def test_cleaner_metrics_per_table_and_overall_are_kept(tmp_path):
@@ -52,11 +133,11 @@ def test_cleaner_metrics_per_table_and_overall_are_kept(tmp_path):
         {"table": "a.late", "status": "eligible", "dirty_ratio": 0.9, "max_compaction_delay_ms": 5_000},
         {"table": "a.stuck", "status": "uncleanable", "dirty_ratio": 0.0, "max_compaction_delay_ms": 0},
     ]
-    report = {"tables": [{"table": "a.late", "compact": "success", "removed_superseded": 7}], "failed": []}
+    report = {"tables": [{"table": "a.late", "status": "ok", "removed_superseded": 7}], "failed": []}
     metrics = scheduler.cleaner_metrics(cfg, evaluations, report, now_ms=11_000)
     assert metrics["overall"] == {"tables": 3, "max_dirty_percent": 90.0, "max_compaction_delay_ms": 5_000,
                                   "uncleanable_count": 1, "failed_this_run": 0}
     assert metrics["tables"]["a.ok"]["time_since_last_success_ms"] == 10_000
-    assert metrics["tables"]["a.late"]["last_run"] == {"compact": "success", "removed_superseded": 7}
+    assert metrics["tables"]["a.late"]["last_run"] == {"status": "ok", "removed_superseded": 7}
     kept = json.loads((tmp_path / "_lakecleaner" / "metrics" / "11000.json").read_text())
     assert kept["overall"] == metrics["overall"]
