@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import time
 import uuid
 from dataclasses import dataclass
@@ -282,9 +283,13 @@ def compact_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None 
 
 
 def _fail_point(name: str) -> None:
-    """Crash injection for tests: LAKECLEANER_FAIL_AT=<name> makes the run die at that point."""
-    if os.environ.get("LAKECLEANER_FAIL_AT") == name:
+    """Crash injection for tests: LAKECLEANER_FAIL_AT=<name> makes the run fail at that point;
+    LAKECLEANER_FAIL_AT=kill:<name> kills the whole process there (SIGKILL: nothing runs after)."""
+    wanted = os.environ.get("LAKECLEANER_FAIL_AT")
+    if wanted == name:
         raise RuntimeError(f"injected failure at {name}")
+    if wanted == f"kill:{name}":
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run: bool, run_id: str) -> dict:

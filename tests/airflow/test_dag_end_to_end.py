@@ -1,9 +1,10 @@
 """The scheduler DAG on a real embedded lakehouse: Airflow 3 (``dag.test``: tasks run in this
-process, each Spark job is a real ``spark-submit`` of jobs/compact.py or jobs/maintain.py through
+process, each packed application is a real ``spark-submit`` of jobs/clean.py through
 SparkSubmitOperator), Spark in local mode, Iceberg tables in a throwaway Hadoop warehouse.
 
-Seven tables, one per state the scheduler must tell apart, all handled in one DAG run; then the
-failing table's uncleanable mark, an operator clearing it, and a backfill over two intervals.
+Seven tables, one per state the scheduler must tell apart, all handled in one DAG run whose four
+planned tables are packed into two applications (cleaner.threads=2); then the failing table's
+uncleanable mark, an operator clearing it, and a backfill over two intervals.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from lakecleaner.config import CHECKPOINT_PROPERTY, load_config
 from lakecleaner.engine import compact_table
 from lakecleaner.metadata import MetadataReader
 from lakecleaner.quality import list_results
-from lakecleaner.state import StateStore
+from lakecleaner.state import StateStore, read_document
 from lakecleaner.tables import append, create_compacted_table
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark,
@@ -45,13 +46,13 @@ def _ms(when: dt.datetime) -> int:
 @pytest.fixture(scope="module")
 def dag_config(tmp_path_factory, airflow_db):
     """The YAML the DAG (LAKECLEANER_CONFIG) and its spark-submit jobs read: a fresh warehouse,
-    one failure marks a table uncleanable, one Spark job at a time (the pool)."""
+    one failure marks a table uncleanable, two applications at most (the pool)."""
     base = tmp_path_factory.mktemp("dag_lake")
     path = base / "lakecleaner.yaml"
     path.write_text(
         f"catalog:\n  name: {CATALOG}\n  type: hadoop\n  warehouse: {base / 'warehouse'}\n"
         "spark:\n  master: local[2]\n  driver_memory: 1g\n"
-        "cleaner:\n  threads: 1\n  uncleanable_after_failures: 1\n")
+        "cleaner:\n  threads: 2\n  uncleanable_after_failures: 1\n")
     old = os.environ.get("LAKECLEANER_CONFIG")
     os.environ["LAKECLEANER_CONFIG"] = str(path)
     yield load_config(path)
@@ -135,8 +136,8 @@ def _xcom(dr, task_id, key="return_value"):
         return XComModel.deserialize_value(row) if row is not None else None
 
 
-def _task_states(dr) -> dict[tuple[str, str | None], str]:
-    """(task_id, table) -> state; the table of a mapped instance is its job's (evaluate's list entry)."""
+def _task_states(dr) -> dict[tuple[str, int], str]:
+    """(task_id, map index) -> state."""
     from sqlalchemy import select
 
     from airflow.models.taskinstance import TaskInstance as TI
@@ -144,8 +145,12 @@ def _task_states(dr) -> dict[tuple[str, str | None], str]:
 
     with create_session() as session:
         tis = session.scalars(select(TI).where(TI.dag_id == dr.dag_id, TI.run_id == dr.run_id)).all()
-        jobs = _xcom(dr, "evaluate") or []
-        return {(ti.task_id, jobs[ti.map_index]["table"] if ti.map_index >= 0 else None): ti.state for ti in tis}
+        return {(ti.task_id, ti.map_index): ti.state for ti in tis}
+
+
+def _outcomes(dr) -> dict[str, dict]:
+    """table -> its row of the run's summary report."""
+    return {row["table"]: row for row in _xcom(dr, "summary", "report")["tables"]}
 
 
 def _map_index_names(dr, task_id: str) -> dict[int, str | None]:
@@ -168,14 +173,14 @@ def first_run(dagbag, dag_config, pool, lakehouse):
 
 
 def test_pool_is_sized_by_cleaner_threads(pool, dag_config):
-    assert pool is not None and pool.slots == dag_config.cleaner.threads == 1
+    assert pool is not None and pool.slots == dag_config.cleaner.threads == 2
 
 
-def test_one_run_cleans_the_eligible_tables_filthiest_first_and_fails_for_the_broken_job(first_run, dag_config,
-                                                                                           dag_spark):
+def test_one_run_packs_the_eligible_tables_filthiest_first_and_fails_for_the_broken_one(first_run, dag_config,
+                                                                                        dag_spark):
     dr, tick = first_run
     now_ms = _ms(tick)
-    assert dr.state == "failed"  # one table's job failed: the run must say so
+    assert dr.state == "failed"  # one table failed: the run must say so
 
     evaluations = {e["table"]: e for e in _xcom(dr, "evaluate", "evaluations")}
     assert set(evaluations) == {CLEAN, BELOW, ABOVE, PAST_LAG, TOMBSTONES, BROKEN, FAILING}
@@ -186,28 +191,30 @@ def test_one_run_cleans_the_eligible_tables_filthiest_first_and_fails_for_the_br
     assert "must clean" in evaluations[PAST_LAG]["reason"]
     assert evaluations[TOMBSTONES]["reason"] == "tombstones past delete.retention.ms"
 
-    # filthiest first: must-clean ratio, then dirty ratio (ties by name), then the rest
-    jobs = _xcom(dr, "evaluate")
-    assert [(j["table"], j["priority"]) for j in jobs] == [(PAST_LAG, 1), (ABOVE, 2), (FAILING, 3), (TOMBSTONES, 4)]
-    assert all(j["now_ms"] == now_ms and j["compact_args"][:1] == [j["table"]] for j in jobs)
-    assert all(f"--now-ms {now_ms}" in " ".join(j["compact_args"]) for j in jobs)
-
-    # each mapped instance that ran is named after its table in the UI
-    assert _map_index_names(dr, "compact") == {i: j["table"] for i, j in enumerate(jobs)}
-    maintained = _map_index_names(dr, "maintain")
-    assert {i: maintained[i] for i in (0, 1, 3)} == {0: PAST_LAG, 1: ABOVE, 3: TOMBSTONES}  # 2 (t.failing) never ran
-    # only the failing table's job failed
+    # four tables, two threads: two applications; the two filthiest start first, one in each, and
+    # each application takes its tables in plan order (must-clean ratio, then dirty ratio)
+    apps = _xcom(dr, "evaluate", "applications")
+    ranked = [PAST_LAG, ABOVE, FAILING, TOMBSTONES]
+    assert len(apps) == 2 and [a["tables"][0] for a in apps] == ranked[:2]
+    assert sorted(t for a in apps for t in a["tables"]) == sorted(ranked)
+    assert all(a["tables"] == sorted(a["tables"], key=ranked.index) and a["now_ms"] == now_ms for a in apps)
+    submitted = _xcom(dr, "evaluate")
+    assert [s["application_args"][-len(a["tables"]):] for s, a in zip(submitted, apps)] == [a["tables"] for a in apps]
+    assert all(f"--now-ms {now_ms}" in " ".join(s["application_args"]) for s in submitted)
+    # each application's task instance is named after its tables in the UI
+    assert _map_index_names(dr, "clean") == {a["index"]: ", ".join(a["tables"]) for a in apps}
+    # only the application holding the failing table failed; it still cleaned its other table
+    failing_app = next(a["index"] for a in apps if FAILING in a["tables"])
     states = _task_states(dr)
-    assert {t: s for (task, t), s in states.items() if task == "compact"} == {
-        PAST_LAG: "success", ABOVE: "success", FAILING: "failed", TOMBSTONES: "success"}
-    assert {t: s for (task, t), s in states.items() if task == "maintain"} == {
-        PAST_LAG: "success", ABOVE: "success", FAILING: "upstream_failed", TOMBSTONES: "success"}
+    assert {i: states[("clean", i)] for i in (0, 1)} == {failing_app: "failed", 1 - failing_app: "success"}
+    assert states[("evaluate", -1)] == "success" and states[("summary", -1)] == "failed"
+    outcomes = _outcomes(dr)
+    assert {t: (r["status"], r["failed_step"]) for t, r in outcomes.items()} == {
+        PAST_LAG: ("ok", None), ABOVE: ("ok", None), FAILING: ("failed", "compact"), TOMBSTONES: ("ok", None)}
+    assert outcomes[FAILING]["error"].startswith(f"table {FAILING}: ")
     # the data-quality suite ran on every compacted table and its verdict was kept under the run's date
-    assert {t: s for (task, t), s in states.items() if task == "validate"} == {
-        PAST_LAG: "success", ABOVE: "success", FAILING: "upstream_failed", TOMBSTONES: "success"}
     verdicts = {t: list_results(dag_config, t) for t in (PAST_LAG, ABOVE, TOMBSTONES)}
     assert all(v and v[0]["success"] and v[0]["now_ms"] == now_ms for v in verdicts.values()), verdicts
-    assert states[("evaluate", None)] == "success" and states[("summary", None)] == "failed"
 
     # what the jobs did, from run history (as of the run's now) and the tables themselves
     history = {r["table_name"]: r for r in scheduler.run_history(dag_config, now_ms)}
@@ -231,7 +238,7 @@ def test_one_run_cleans_the_eligible_tables_filthiest_first_and_fails_for_the_br
     assert all(store.get(t).consecutive_failures == 0 and store.get(t).last_success_ms for t in (PAST_LAG, ABOVE, TOMBSTONES))
 
     report = _xcom(dr, "summary", "report")
-    assert report["failed"] == [FAILING]
+    assert report["failed"] == [FAILING] and report["failed_applications"] == [failing_app]
     metrics = _xcom(dr, "summary", "metrics")  # Kafka's cleaner metrics, kept next to the state
     assert metrics["failed_this_run"] == 1 and metrics["max_compaction_delay_ms"] > 0
     assert metrics["max_dirty_percent"] == 100.0 and metrics["uncleanable_count"] == 0
@@ -244,7 +251,7 @@ def test_an_uncleanable_table_is_skipped_until_an_operator_clears_it(first_run, 
     evaluations = {e["table"]: e for e in _xcom(second, "evaluate", "evaluations")}
     assert evaluations[FAILING]["status"] == "uncleanable"
     assert "clear with: lakecleaner clear-uncleanable" in evaluations[FAILING]["reason"]
-    assert FAILING not in [j["table"] for j in _xcom(second, "evaluate")]
+    assert FAILING not in [t for a in _xcom(second, "evaluate", "applications") for t in a["tables"]]
     assert second.state == "success"
     assert {r["table"]: r["status"] for r in _xcom(second, "summary", "report")["not_run"]} == {
         BROKEN: "invalid config", FAILING: "uncleanable"}
@@ -253,7 +260,7 @@ def test_an_uncleanable_table_is_skipped_until_an_operator_clears_it(first_run, 
     third = _run(dagbag, tick + 2 * INTERVAL, {"clear_uncleanable": [FAILING], "tables": [FAILING]})
     evaluations = {e["table"]: e for e in _xcom(third, "evaluate", "evaluations")}
     assert evaluations[FAILING]["status"] == "eligible"  # cleared before evaluation
-    assert [j["table"] for j in _xcom(third, "evaluate")] == [FAILING]
+    assert [a["tables"] for a in _xcom(third, "evaluate", "applications")] == [[FAILING]]
     assert third.state == "failed"  # the data file is still gone
     state = StateStore(dag_config).get(FAILING)
     assert state.consecutive_failures == 1 and state.uncleanable  # counted from zero again, marked again
@@ -265,14 +272,38 @@ def test_a_backfill_applies_the_policy_as_of_each_interval_end(first_run, dagbag
     runs = [_run(dagbag, end, {"tables": [CLEAN], "force": True, "dry_run": True}) for end in ends]
     assert [r.state for r in runs] == ["success", "success"]
     for run, end in zip(runs, ends):
-        assert [j["now_ms"] for j in _xcom(run, "evaluate")] == [_ms(end)]
-        states = _task_states(run)
-        assert states[("compact", CLEAN)] == "success" and states[("maintain", CLEAN)] == "skipped"  # dry run
-        assert states[("validate", CLEAN)] == "success"
+        (app,) = _xcom(run, "evaluate", "applications")
+        assert app["tables"] == [CLEAN] and app["now_ms"] == _ms(end)
+        assert _task_states(run)[("clean", 0)] == "success"
+        (outcome,) = read_document(dag_config, app["report"])["outcomes"]
+        assert outcome["status"] == "ok" and outcome["steps"]["compact"]["status"] == "dry_run"
+        assert outcome["steps"]["maintain"]["status"] == "skipped" and outcome["steps"]["validate"]["success"]
     history = scheduler.run_history(dag_config, tables=[CLEAN])
     dry = [r for r in history if r["dry_run"]]
     assert sorted(r["now_ms"] for r in dry) == [_ms(e) for e in ends]
     assert all(r["status"] == "dry_run" for r in dry)
+
+
+def test_an_application_that_dies_mid_table_has_that_table_counted(first_run, dagbag, dag_config, dag_spark,
+                                                                    monkeypatch):
+    """The application is killed (SIGKILL) after a table's MERGE: it cannot record anything, so the
+    task's failure callback counts the table it was cleaning, from the application's report."""
+    _, tick = first_run
+    table = "t.dies"
+    ref = create_compacted_table(dag_spark, dag_config, table, {"compaction.retain.log.end.record": "false"})
+    append(dag_spark, ref, _rows(0, 40))
+    monkeypatch.setenv("LAKECLEANER_FAIL_AT", "kill:after_merge")
+    run = _run(dagbag, tick + 5 * INTERVAL, {"tables": [table], "force": False, "dry_run": False,
+                                             "clear_uncleanable": []})
+    assert run.state == "failed" and _task_states(run)[("clean", 0)] == "failed"
+    (app,) = _xcom(run, "evaluate", "applications")
+    report = read_document(dag_config, app["report"])
+    assert report["in_progress"] == [table] and not report["finished"]
+    row = _outcomes(run)[table]
+    assert row["status"] == "failed" and row["failed_step"] == "application"
+    assert "the Spark application died while cleaning it" in row["error"]
+    state = StateStore(dag_config).get(table)
+    assert state.consecutive_failures == 1 and "died while cleaning it" in state.last_error
 
 
 def test_the_dag_runs_on_a_real_spark_standalone_cluster(first_run, dagbag, dag_config, dag_spark, pool,
@@ -291,11 +322,10 @@ def test_the_dag_runs_on_a_real_spark_standalone_cluster(first_run, dagbag, dag_
     end = tick + 6 * INTERVAL
     # every param explicit: dag.test in one process carries an earlier run's conf (the dry-run backfill)
     run = _run(dagbag, end, {"tables": [table], "force": False, "dry_run": False, "clear_uncleanable": []})
-    states = _task_states(run)
-    assert run.state == "success", states
-    assert states[("compact", table)] == states[("maintain", table)] == states[("validate", table)] == "success"
+    assert run.state == "success", _task_states(run)
+    assert _outcomes(run)[table]["status"] == "ok"
     committed = [r for r in scheduler.run_history(dag_config, _ms(end), [table]) if r["status"] == "committed"]
     assert committed and committed[0]["removed_superseded"] > 0
     cluster = json.load(urllib.request.urlopen(f"{spark_cluster['ui']}/json/", timeout=5))
     apps = [a["name"] for a in cluster.get("completedapps", []) + cluster.get("activeapps", [])]
-    assert {"lakecleaner-compact", "lakecleaner-maintain", "lakecleaner-validate"} <= set(apps), apps
+    assert "lakecleaner-clean" in apps, apps  # the whole chain in one cluster application
