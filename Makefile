@@ -30,6 +30,7 @@ unit: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_compaction.py
 	$(BIN)/python benchmarks/bench_evaluate.py
+	$(BIN)/python benchmarks/bench_fleet.py
 
 # Airflow 3 on this machine: api-server, scheduler, dag-processor and triggerer (LocalExecutor, SQLite,
 # SimpleAuthManager) with the lakecleaner DAG, Spark in local mode on the embedded warehouse.
