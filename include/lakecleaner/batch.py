@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -119,18 +118,17 @@ CODEGEN = "spark.sql.codegen.wholeStage"
 
 def _choose_codegen(spark, cfg: LakecleanerConfig, tables: tuple[str, ...], emit) -> bool:
     """Turn whole-stage code generation off for an application of small tables; True if it did."""
-    from .engine import TableRef, _iceberg_table
+    from .engine import TableRef, snapshot_summary
 
     if CODEGEN in cfg.spark.conf or spark.conf.get(CODEGEN, "true").lower() != "true":
         return False  # the operator decided
     largest = 0
     for table in tables:
         try:
-            snapshot = _iceberg_table(spark, TableRef.parse(table, cfg.catalog.name)).currentSnapshot()
+            summary = snapshot_summary(spark, TableRef.parse(table, cfg.catalog.name))
         except Exception:  # noqa: BLE001 - the table's own run reports why it cannot be loaded
             continue
-        if snapshot is not None:
-            largest = max(largest, int(dict(snapshot.summary()).get("total-files-size", 0)))
+        largest = max(largest, int(summary.get("total-files-size", 0)))
     if largest > SMALL_TABLE_BYTES:
         return False
     spark.conf.set(CODEGEN, "false")
@@ -374,6 +372,3 @@ def job_main(steps: tuple[str, ...], argv: list[str] | None = None) -> int:
         spark.stop()
     return 1 if any(o.status == "failed" for o in outcomes) else 0
 
-
-if __name__ == "__main__":  # pragma: no cover - jobs/*.py are the entry points
-    sys.exit(job_main(STEPS))

@@ -133,6 +133,13 @@ def current_snapshot(spark, ref: TableRef, refresh: bool = True) -> int | None:
     return None if snap is None else snap.snapshotId()
 
 
+def snapshot_summary(spark, ref: TableRef) -> dict[str, str]:
+    """The refreshed table's current snapshot summary (Iceberg's running totals: total-records,
+    total-position-deletes, total-files-size, ...); {} for a table without snapshots. No Spark job."""
+    snap = _iceberg_table(spark, ref).currentSnapshot()
+    return {} if snap is None else {str(k): str(v) for k, v in snap.summary().items()}
+
+
 def _iceberg_table(spark, ref: TableRef, refresh: bool = True):
     """The table's Iceberg (Java) object, refreshed from the catalog. Spark's Iceberg catalog caches
     tables (cache-enabled, 30 s) and hands this same object to later reads, so without the refresh a

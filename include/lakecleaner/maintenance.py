@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from .config import CHECKPOINT_PROPERTY, LONG_MAX, LakecleanerConfig
-from .engine import TableRef, _iceberg_table, load_table_config
+from .engine import TableRef, _iceberg_table, load_table_config, snapshot_summary
 from .rules import Checkpoint
 from .state import StateStore
 
@@ -56,8 +56,7 @@ def maintain_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None
                            "snapshots_expired": 0, "orphan_files_removed": 0}
     # Metadata comes from the (refreshed) Iceberg table object rather than metadata-table queries:
     # each of those is a Spark job, and a batch of small tables pays for every one of them.
-    summary = _iceberg_table(spark, ref).currentSnapshot()
-    summary = {} if summary is None else dict(summary.summary())
+    summary = snapshot_summary(spark, ref)
     data_rows, deleted_rows = int(summary.get("total-records", 0)), int(summary.get("total-position-deletes", 0))
     out["delete_ratio"] = round(deleted_rows / data_rows, 4) if data_rows else 0.0
     gdpr = tc.max_compaction_lag_ms < LONG_MAX
