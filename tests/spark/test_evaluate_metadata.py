@@ -49,13 +49,21 @@ def test_evaluate_reads_metadata_only_and_tracks_the_cleaner(spark, lake_config,
     assert again[f"{ns}.dirty"].as_dict() == evs[f"{ns}.dirty"].as_dict()
 
     # consecutive failures mark a table uncleanable; an operator clears it
-    record_outcome(cfg, f"{ns}.dirty", ok=False, error="boom 1")
+    record_outcome(cfg, f"{ns}.dirty", ok=False, error="boom 1", now_ms=now)
     assert evaluate_all(cfg, [f"{ns}.dirty"], now)[0].eligible
-    record_outcome(cfg, f"{ns}.dirty", ok=False, error="boom 2")
+    record_outcome(cfg, f"{ns}.dirty", ok=False, error="boom 2", now_ms=now)
     marked = evaluate_all(cfg, [f"{ns}.dirty"], now)[0]
     assert marked.status == "uncleanable" and "boom 2" in marked.reason
     StateStore(cfg).clear(f"{ns}.dirty")
     assert evaluate_all(cfg, [f"{ns}.dirty"], now)[0].eligible
+
+    # a half-written state document: that table's row says so (its mark is unknown), the others go on
+    state_doc = Path(cfg.state_root.removeprefix("file:")) / "state" / f"{ns}.dirty.json"
+    state_doc.write_text("")
+    rows = {e.table: e for e in evaluate_all(cfg, now_ms=now)}
+    assert rows[f"{ns}.dirty"].status == "unreadable"
+    assert rows[f"{ns}.dirty"].reason.startswith(f"table {ns}.dirty: cleaner state ")
+    assert rows[f"{ns}.cleaned"].as_dict() == c.as_dict()
 
 
 def test_unreadable_table_gets_a_row_and_the_others_are_evaluated(spark, lake_config):
@@ -71,3 +79,89 @@ def test_unreadable_table_gets_a_row_and_the_others_are_evaluated(spark, lake_co
     evs = {e.table: e for e in evaluate_all(cfg)}
     assert evs[f"{ns}.bad"].status == "unreadable" and evs[f"{ns}.bad"].reason.startswith(f"table {ns}.bad: ")
     assert evs[f"{ns}.good"].eligible
+
+
+def test_manifest_reads_match_pyiceberg_over_specs_and_deletes(spark, lake_config):
+    """Evaluation reads manifests with a cached reader tree: what it reads must be what pyiceberg's
+    own manifest API reads, through appends, a compaction (deleted and existing entries) and a
+    partition spec change (two header schemas in one table)."""
+    from lakecleaner.metadata import MetadataReader, read_live_entries, read_manifest_list
+
+    ns = f"mr{int(time.time() * 1000) % 10**8}"
+    ref = create_compacted_table(spark, lake_config, f"{ns}.t")
+    for start in range(0, 60, 20):
+        append(spark, ref, [{**r, "partition": r["offset"] % 2} for r in _rows(start, 20)])
+    compact_table(spark, lake_config, f"{ns}.t")
+    spark.sql(f"ALTER TABLE {ref.sql()} ADD PARTITION FIELD bucket(2, key)")
+    append(spark, ref, _rows(60, 10))
+    tbl = MetadataReader(lake_config).load(f"{ns}.t")
+    snapshot = tbl.current_snapshot()
+    theirs, ours = [], []
+    for manifest in snapshot.manifests(tbl.io):
+        theirs += [(e.snapshot_id, e.status, e.data_file.file_path, e.data_file.file_size_in_bytes,
+                    dict(e.data_file.lower_bounds), dict(e.data_file.upper_bounds), tuple(e.data_file.partition))
+                   for e in manifest.fetch_manifest_entry(tbl.io, discard_deleted=True)]
+    manifests = read_manifest_list(tbl.io, snapshot.manifest_list)
+    assert [m.manifest_path for m in manifests] == [m.manifest_path for m in snapshot.manifests(tbl.io)]
+    for manifest in manifests:
+        ours += [(e.snapshot_id, e.status, e.data_file.file_path, e.data_file.file_size_in_bytes,
+                  dict(e.data_file.lower_bounds), dict(e.data_file.upper_bounds), tuple(e.data_file.partition))
+                 for e in read_live_entries(tbl.io, manifest)]
+    assert len({len(t[-1]) for t in ours}) == 2 and len(ours) > 4  # both specs, several files
+    assert sorted(ours, key=repr) == sorted(theirs, key=repr)
+    assert all(e[0] is not None for e in ours)  # snapshot ids inherited from the manifest
+
+
+def test_corrupt_manifest_makes_only_its_table_unreadable(spark, lake_config):
+    ns = f"cm{int(time.time() * 1000) % 10**8}"
+    for name in ("good", "bad"):
+        append(spark, create_compacted_table(spark, lake_config, f"{ns}.{name}"), _rows(0, 4))
+    meta_dir = Path(lake_config.catalog.warehouse) / ns / "bad" / "metadata"
+    manifest = next(p for p in meta_dir.glob("*-m0.avro"))
+    manifest.write_bytes(manifest.read_bytes()[:40])
+    for crc in meta_dir.glob(".*.crc"):
+        crc.unlink()
+    cfg = LakecleanerConfig(catalog=lake_config.catalog, cleaner=type(lake_config.cleaner)(namespaces=(ns,)))
+    evs = {e.table: e for e in evaluate_all(cfg)}
+    assert evs[f"{ns}.bad"].status == "unreadable" and evs[f"{ns}.bad"].reason.startswith(f"table {ns}.bad: ")
+    assert evs[f"{ns}.good"].eligible
+
+
+def test_each_manifest_is_read_once_across_evaluations(spark, lake_config, monkeypatch):
+    """Evaluation keeps what each manifest said: a second run reads no manifest, a run after one
+    more append reads one, and the figures are those of reading every manifest; a damaged cache
+    document is ignored."""
+    from lakecleaner import metadata
+
+    ns = f"mc{int(time.time() * 1000) % 10**8}"
+    ref = create_compacted_table(spark, lake_config, f"{ns}.t")
+    for start in range(0, 40, 10):
+        append(spark, ref, _rows(start, 10))
+    compact_table(spark, lake_config, f"{ns}.t")
+    for start in range(40, 70, 10):
+        append(spark, ref, _rows(start, 10))
+    cfg = LakecleanerConfig(catalog=lake_config.catalog, cleaner=type(lake_config.cleaner)(namespaces=(ns,)))
+    reads = []
+    real = metadata.read_live_entries
+    monkeypatch.setattr(metadata, "read_live_entries", lambda io, m: reads.append(m.manifest_path) or real(io, m))
+    now = int(time.time() * 1000) + 1
+    uncached = metadata.MetadataReader(cfg).read(f"{ns}.t")
+    reads.clear()
+    first = evaluate_all(cfg, now_ms=now)[0]
+    manifests = len(reads)
+    assert manifests >= 4 and len(set(reads)) == manifests
+    reads.clear()
+    again = evaluate_all(cfg, now_ms=now)[0]
+    assert reads == [] and again.as_dict() == first.as_dict()
+    cached = metadata.MetadataReader(cfg, metadata.ManifestStatsCache(cfg)).read(f"{ns}.t")
+    assert sorted(cached.files, key=repr) == sorted(uncached.files, key=repr)
+    append(spark, ref, _rows(70, 10))
+    now = int(time.time() * 1000) + 1
+    later = evaluate_all(cfg, now_ms=now)[0]
+    assert len(reads) == 1 and later.cleanable_bytes > first.cleanable_bytes
+    doc = Path(cfg.state_root.removeprefix("file:")) / "evaluation" / f"{ns}.t.json"
+    doc.write_text("{ damaged")
+    reads.clear()
+    assert evaluate_all(cfg, now_ms=now)[0].as_dict() == later.as_dict() and len(reads) == manifests + 1
+    reads.clear()
+    assert evaluate_all(cfg, now_ms=now)[0].as_dict() == later.as_dict() and reads == []  # rewritten
