@@ -41,6 +41,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from lakecleaner import scheduler
 from lakecleaner.cli import jobs_dir
 from lakecleaner.config import load_config
+from lakecleaner.housekeeping import prune_documents
 from lakecleaner.state import read_document
 
 log = logging.getLogger("lakecleaner")
@@ -68,7 +69,7 @@ def on_clean_failure(context) -> None:
         return
     for table in report.get("in_progress") or []:
         error = f"table {table}: the Spark application died while cleaning it: {context.get('exception')}"
-        outcome = scheduler.record_outcome(cfg, table, False, error)
+        outcome = scheduler.record_outcome(cfg, table, False, error, app["now_ms"])
         scheduler.alert(table, {**outcome, "error": error})
 
 
@@ -112,7 +113,11 @@ def lakecleaner():
 
         cfg = load_config()  # honours LAKECLEANER_CONFIG
         for table in params["clear_uncleanable"]:
-            StateStore(cfg).clear(table)
+            try:
+                StateStore(cfg).clear(table)
+            except ValueError as exc:  # a bad name in the param: said, and the run goes on
+                log.error("lakecleaner: clear_uncleanable: %s", exc)
+                continue
             log.info("lakecleaner: %s is no longer marked uncleanable", table)
         now_ms = _now_ms(context)
         evaluations = scheduler.evaluate_all(cfg, None, now_ms)
@@ -183,6 +188,10 @@ def lakecleaner():
                 ti.xcom_push(key="metrics", value=metrics["overall"])
             except Exception as exc:  # noqa: BLE001 - metrics are a courtesy; the outcomes decide the run
                 log.warning("lakecleaner: cannot write cleaner metrics: %s", exc)
+            try:  # the cleaner's own files, bounded like any table's
+                log.info("lakecleaner: removed old documents: %s", prune_documents(cfg, now_ms))
+            except Exception as exc:  # noqa: BLE001 - housekeeping never decides the run
+                log.warning("lakecleaner: cannot prune old documents: %s", exc)
         if report["failed"] or report["failed_applications"]:
             raise AirflowFailException(
                 f"lakecleaner: {len(report['failed'])} table(s) failed: {', '.join(report['failed']) or 'none'}"

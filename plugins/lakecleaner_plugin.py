@@ -275,7 +275,7 @@ td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .badge{display:inline-block;border-radius:10px;padding:1px 8px;font-size:.8rem;font-weight:600;white-space:nowrap}
 .b-eligible{background:#dbeafe;color:#1e40af} .b-not-eligible{background:#edf2f7;color:#4a5568}
 .b-invalid-config{background:#feebc8;color:#9c4221}
-.b-unreadable,.b-uncleanable,.b-failed{background:#fed7d7;color:#9b2c2c}
+.b-unreadable,.b-uncleanable,.b-failed,.b-invalid-checkpoint{background:#fed7d7;color:#9b2c2c}
 .b-committed,.b-passed{background:#c6f6d5;color:#22543d} .b-dry_run{background:#e9d8fd;color:#553c9a}
 .warn{background:#fff5f5;border:1px solid #feb2b2;border-radius:6px;padding:8px 12px;margin:10px 0}
 .charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(420px,1fr));gap:12px}
@@ -386,8 +386,10 @@ def table_html(request: Request, v: dict) -> HTMLResponse:
                 f'scheduler skips this table until an operator clears it (<code>lakecleaner clear-uncleanable '
                 f'{esc(v["table"])}</code> or the DAG\'s <code>clear_uncleanable</code> param).'
                 f'<pre>{esc(v.get("last_error") or "")}</pre></div>')
-    elif v["status"] in ("invalid config", "unreadable"):
+    elif v["status"] in ("invalid config", "invalid checkpoint", "unreadable"):
         warn = f'<div class="warn"><b>{esc(v["status"])}</b><pre>{esc(v["reason"])}</pre></div>'
+    if v.get("physical_deletion"):
+        warn += f'<div class="warn"><b>Physical deletion bound</b><pre>{esc(v["physical_deletion"])}</pre></div>'
     bound = v.get("max_compaction_lag_ms")
     figures = (
         f'<div class="figures"><div>Status<b>{badge(v["status"])}</b></div>'
@@ -474,6 +476,13 @@ def api_table(table: str):
     return _table_view(table)
 
 
+# GX's Data Docs load scripts from CDNs (no subresource integrity). Served under Airflow's origin, a
+# compromised script could call Airflow's API as the logged-in user, so every page is sandboxed
+# without allow-same-origin: it runs in an opaque origin of its own (no Airflow cookies, no reading
+# Airflow's responses), its scripts still render it, its links still work.
+DOCS_CSP = "sandbox allow-scripts allow-popups allow-popups-to-escape-sandbox; frame-ancestors 'self'"
+
+
 @app.get("/docs/{path:path}", name="docs")
 def docs(path: str):
     """A file of the Data Docs site, never anything outside it (``..``, encoded or not, absolute
@@ -491,7 +500,8 @@ def docs(path: str):
     target = (root / path).resolve()
     if not target.is_relative_to(root) or not target.is_file():
         raise HTTPException(status.HTTP_404_NOT_FOUND, "not found")
-    return FileResponse(target, headers={"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"})
+    return FileResponse(target, headers={"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store",
+                                         "Content-Security-Policy": DOCS_CSP})
 
 
 @app.get("/ti/{dag_id}/{run_id}/{task_id}/{map_index}", name="task_instance",

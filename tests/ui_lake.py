@@ -103,7 +103,7 @@ def build_lake(spark, base: Path) -> Path:
     try:
         compact_table(spark, cfg, PAYMENTS)
     except CompactionError as exc:
-        StateStore(cfg).record_failure(PAYMENTS, str(exc), mark_after=cfg.cleaner.uncleanable_after_failures)
+        StateStore(cfg).record_failure(PAYMENTS, str(exc), now_ms=int(time.time() * 1000))
     else:  # pragma: no cover - the missing file must fail the run
         raise AssertionError("the run on a table with a missing data file did not fail")
 

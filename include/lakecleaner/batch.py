@@ -170,7 +170,7 @@ class _BatchRun:
         while (table := self._take()) is not None:
             outcome = _clean_one(spark, self.cfg, table, self.request, suites)
             if self.request.record_outcomes:
-                _record(self.cfg, outcome, self.emit)
+                _record(self.cfg, outcome, self.request.now_ms, self.emit)
             alive = outcome.status == "ok" or _spark_alive(spark)
             self._done(outcome, alive)
 
@@ -295,14 +295,14 @@ def failure_message(table: str, step: str, exc: BaseException) -> str:
     return f"table {table}: {step} failed: {type(exc).__name__}: {_first_line(exc)}"
 
 
-def _record(cfg: LakecleanerConfig, outcome: TableOutcome, emit) -> None:
+def _record(cfg: LakecleanerConfig, outcome: TableOutcome, now_ms: int, emit) -> None:
     """Count the table's cleaning failure (or reset the count), and alert on a failure."""
     from .scheduler import alert, record_outcome
 
     if outcome.status == "deferred":
         return
     try:
-        recorded = record_outcome(cfg, outcome.table, outcome.cleaned, "" if outcome.cleaned else outcome.error)
+        recorded = record_outcome(cfg, outcome.table, outcome.cleaned, "" if outcome.cleaned else outcome.error, now_ms)
     except Exception as exc:  # noqa: BLE001 - the state store failing must not hide the table's outcome
         emit(f"lakecleaner: could not record the outcome of {outcome.table}: {type(exc).__name__}: {exc}")
         return
@@ -347,6 +347,18 @@ def parser(prog: str) -> argparse.ArgumentParser:
     return p
 
 
+def _maintain_own_tables(spark, cfg: LakecleanerConfig, now_ms: int, emit) -> None:
+    """Once a day, the scheduler's application that ends first maintains the run history."""
+    from .housekeeping import maintain_run_history, run_history_due
+
+    if not run_history_due(cfg, now_ms):
+        return
+    try:
+        emit(f"lakecleaner: run history maintained: {maintain_run_history(spark, cfg, now_ms)}")
+    except Exception as exc:  # noqa: BLE001 - another application may be at it; tomorrow again
+        emit(f"lakecleaner: could not maintain the run history: {type(exc).__name__}: {str(exc)[:300]}")
+
+
 def job_main(steps: tuple[str, ...], argv: list[str] | None = None) -> int:
     """Entry point of jobs/*.py: one application, one JSON result line per table (in the order
     run), exit 1 if any table failed."""
@@ -368,6 +380,8 @@ def job_main(steps: tuple[str, ...], argv: list[str] | None = None) -> int:
         outcomes = clean_tables(spark, cfg, request, emit)
         for outcome in outcomes:
             emit(RESULT_MARKER + json.dumps(result_line(outcome, steps), sort_keys=True, default=str))
+        if request.record_outcomes and not request.dry_run:
+            _maintain_own_tables(spark, cfg, request.now_ms, emit)
     finally:
         spark.stop()
     return 1 if any(o.status == "failed" for o in outcomes) else 0

@@ -27,9 +27,9 @@ def spark_submit_binary() -> str:
 
 def submit_command(cfg, config_path: str, job: str, job_args: list[str], workdir: str) -> list[str]:
     """spark-submit for one of the jobs/ applications, shipping the package with --py-files."""
-    from .spark import package_zip, spark_conf
+    from .spark import package_zip, submit_conf
 
-    conf = spark_conf(cfg)
+    conf = submit_conf(cfg)
     cmd = [spark_submit_binary(), "--master", cfg.spark.master, "--name", f"lakecleaner-{Path(job).stem}",
            "--py-files", package_zip(workdir)]
     for key in ("spark.jars", "spark.jars.packages"):
@@ -97,12 +97,12 @@ def cmd_validate(args) -> int:
 
 def cmd_evaluate(args) -> int:
     from .evaluate import format_table
-    from .scheduler import evaluate_all, plan
+    from .scheduler import evaluate_all, plan, plan_rows
 
     cfg = load_config(args.config)
     evaluations = evaluate_all(cfg, args.tables or None, args.now_ms, args.namespace or ())
     if args.json:
-        print(json.dumps([e.as_dict() for e in evaluations], sort_keys=True))
+        print(json.dumps(plan_rows(evaluations), sort_keys=True))
     else:
         print(format_table(evaluations))
         jobs = plan(evaluations)
@@ -117,10 +117,16 @@ def cmd_clear_uncleanable(args) -> int:
     from .state import StateStore
 
     cfg = load_config(args.config)
+    failed = 0
     for table in args.tables:
-        StateStore(cfg).clear(table)
+        try:
+            StateStore(cfg).clear(table)
+        except ValueError as exc:
+            print(f"lakecleaner: {exc}", file=sys.stderr)
+            failed += 1
+            continue
         print(f"lakecleaner: {table} is no longer marked uncleanable; the next evaluation includes it")
-    return 0
+    return 1 if failed else 0
 
 
 def cmd_demo(args) -> int:

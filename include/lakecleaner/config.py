@@ -8,6 +8,7 @@ Spark job, the scheduler, validation and the UI all resolve a table through ``re
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -20,6 +21,14 @@ DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "lakecleaner.yaml
 CLEANUP_POLICY = "cleanup.policy"
 CHECKPOINT_PROPERTY = "lakecleaner.checkpoint"
 STRATEGIES = ("offset", "timestamp", "header", "column")
+# The data-quality rules by name (lakecleaner.quality builds them; quality.severity names them).
+QUALITY_RULES = ("tombstone expiry (delete.retention.ms)", "one record per key",
+                 *(f"the winner is right ({s} strategy)" for s in STRATEGIES), "no null keys outside quarantine",
+                 "offsets unique per partition", "anomalous versions below threshold",
+                 "freshness (max.compaction.lag.ms)", "tombstone expiry: none removed early (delete.retention.ms)")
+# A namespace, table or catalog name part (fullmatch: "$" would accept a trailing newline). Names
+# become SQL identifiers and file names under the state root, so nothing else is accepted.
+IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class ConfigError(ValueError):
@@ -32,12 +41,16 @@ class ConfigError(ValueError):
 
 
 # ---------------------------------------------------------------- value parsers
+_INTEGER = re.compile(r"[+-]?[0-9]+")  # what Kafka's (Java's) Long.parseLong takes: no 1_000, no 1e3
+_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
 def _long(lo: int = 0) -> Callable[[str], int]:
     def parse(raw: str) -> int:
-        try:
-            value = int(str(raw).strip())
-        except ValueError:
-            raise ValueError("not an integer") from None
+        text = str(raw).strip()
+        if isinstance(raw, bool) or not _INTEGER.fullmatch(text):
+            raise ValueError("not an integer")
+        value = int(text)
         if not lo <= value <= LONG_MAX:
             raise ValueError(f"must be between {lo} and {LONG_MAX}")
         return value
@@ -46,10 +59,10 @@ def _long(lo: int = 0) -> Callable[[str], int]:
 
 
 def _ratio(raw: str) -> float:
-    try:
-        value = float(str(raw).strip())
-    except ValueError:
-        raise ValueError("not a number") from None
+    text = str(raw).strip()
+    if isinstance(raw, bool) or not _DECIMAL.fullmatch(text):
+        raise ValueError("not a number")
+    value = float(text)
     if not 0.0 <= value <= 1.0:
         raise ValueError("must be between 0 and 1")
     return value
@@ -80,6 +93,12 @@ def _name(raw: str) -> str:
     return str(raw).strip()
 
 
+def _header_name(raw: str) -> str:
+    """A Kafka header key is matched exactly (" v" is not "v"); a blank one means no header."""
+    text = str(raw)
+    return "" if not text.strip() else text
+
+
 def _names(raw: str) -> tuple[str, ...]:
     names = tuple(part.strip() for part in str(raw).split(","))
     if not names or any(not n for n in names):
@@ -100,7 +119,7 @@ TABLE_SETTINGS: dict[str, Setting] = {
     s.prop: s
     for s in (
         Setting("compaction.strategy", "offset", _strategy, "which record wins per key (KIP-280)"),
-        Setting("compaction.strategy.header", "", _name, "header carrying the version, for strategy=header"),
+        Setting("compaction.strategy.header", "", _header_name, "header carrying the version, for strategy=header"),
         Setting("compaction.strategy.column", "", _name, "column carrying the version, for strategy=column"),
         Setting("delete.retention.ms", 86_400_000, _long(), "how long a cleaned tombstone stays visible"),
         Setting("min.compaction.lag.ms", 0, _long(), "records younger than this are not touched"),
@@ -156,6 +175,7 @@ class TableConfig:
     tombstone_column: str | None
     value_column: str | None
     read_split: tuple[int, int]  # Iceberg's (read.split.open-file-cost, read.split.target-size)
+    snapshot_retention: tuple[int | None, int] = (None, 1)  # see snapshot_retention()
 
     @property
     def versioned(self) -> bool:
@@ -181,6 +201,39 @@ def _parsed(table: str, setting: Setting, raw: Any) -> Any:
         return setting.parse(raw)
     except ValueError as exc:
         raise ConfigError(table, setting.prop, raw, str(exc)) from None
+
+
+# Iceberg's snapshot-expiry properties. Maintenance expires snapshots as soon as the lag rule allows
+# (that is what bounds physical deletion), unless the table sets these: then it keeps what they ask
+# for, and the deletion bound is the longer one (see physical_deletion_bound).
+HISTORY_SETTINGS: dict[str, Setting] = {
+    s.prop: s
+    for s in (
+        Setting("history.expire.max-snapshot-age-ms", None, _long(0), "Iceberg: keep snapshots younger than this"),
+        Setting("history.expire.min-snapshots-to-keep", 1, _long(1), "Iceberg: keep at least this many snapshots"),
+    )
+}
+
+
+def snapshot_retention(table: str, properties: Mapping[str, str]) -> tuple[int | None, int]:
+    """The table's own (history.expire.max-snapshot-age-ms or None, history.expire.min-snapshots-to-keep)."""
+    return tuple(setting.default if properties.get(prop) is None else _parsed(table, setting, properties[prop])
+                 for prop, setting in HISTORY_SETTINGS.items())
+
+
+def physical_deletion_bound(tc: "TableConfig") -> str | None:
+    """What bounds physical deletion when the table's snapshot-retention properties ask for more than
+    maintenance would keep (None: the README's bound, max.compaction.lag.ms + interval +
+    min.compaction.lag.ms, holds)."""
+    max_age, keep = tc.snapshot_retention
+    if keep > 1:
+        return (f"history.expire.min-snapshots-to-keep={keep} keeps the last {keep} snapshots however old: removed "
+                f"records stay reachable until {keep - 1} more snapshot(s) are committed after the maintenance that "
+                "removed them (not bounded in time)")
+    if max_age is not None and max_age > tc.min_compaction_lag_ms:
+        return (f"history.expire.max-snapshot-age-ms={max_age} keeps younger snapshots: removed records stay "
+                f"reachable up to max.compaction.lag.ms + one interval + {max_age} ms (not + min.compaction.lag.ms)")
+    return None
 
 
 def read_split(table: str, properties: Mapping[str, str]) -> tuple[int, int]:
@@ -216,6 +269,9 @@ def resolve_table(
         )
 
     types = {name.lower(): t.lower().replace(" ", "") for name, t in columns.items()}
+    # Config names columns case-insensitively, as Spark does; everything downstream (Iceberg's
+    # metrics, SQL text) gets the schema's own spelling.
+    spelling = {name.lower(): name for name in columns}
 
     def column(prop: str, required: bool, allowed: tuple[str, ...] | None = None) -> str | None:
         name = values[prop]
@@ -225,12 +281,13 @@ def resolve_table(
             return None
         if allowed and types[name.lower()] not in allowed:
             raise ConfigError(table, prop, name, f"column has type {types[name.lower()]}, expected one of {', '.join(allowed)}")
-        return name
+        return _sql_safe(table, prop, spelling[name.lower()])
 
     for key in values["compaction.key.columns"]:
         if key.lower() not in types:
             raise ConfigError(table, "compaction.key.columns", ",".join(values["compaction.key.columns"]),
                               f"no such column {key!r}")
+    keys = tuple(_sql_safe(table, "compaction.key.columns", spelling[k.lower()]) for k in values["compaction.key.columns"])
     offset = column("compaction.offset.column", True, INTEGRAL_TYPES)
     partition = column("compaction.partition.column", False, INTEGRAL_TYPES)
     tombstone = column("compaction.tombstone.column", False, ("boolean",))
@@ -255,6 +312,7 @@ def resolve_table(
         if types[version_column.lower()] not in ORDERABLE_TYPES:
             raise ConfigError(table, "compaction.strategy.column", version_column,
                               f"column has type {types[version_column.lower()]}, expected one of {', '.join(ORDERABLE_TYPES)}")
+        version_column = _sql_safe(table, "compaction.strategy.column", spelling[version_column.lower()])
 
     return TableConfig(
         table=table,
@@ -267,7 +325,7 @@ def resolve_table(
         min_cleanable_dirty_ratio=values["min.cleanable.dirty.ratio"],
         retain_log_end_record=values["compaction.retain.log.end.record"],
         max_records_per_run=values["compaction.max.records.per.run"],
-        key_columns=values["compaction.key.columns"],
+        key_columns=keys,
         offset_column=offset,
         partition_column=partition,
         timestamp_column=timestamp,
@@ -275,7 +333,17 @@ def resolve_table(
         tombstone_column=tombstone,
         value_column=value,
         read_split=read_split(table, properties),
+        snapshot_retention=snapshot_retention(table, properties),
     )
+
+
+def _sql_safe(table: str, prop: str, name: str) -> str:
+    """A column the cleaner names in SQL text: quote characters are refused here, with the
+    setting named, rather than escaped in every statement that quotes it."""
+    if any(ch in name for ch in "`'\"\\") or not name.isprintable():
+        raise ConfigError(table, prop, name, "column names with quotes, backslashes or control characters are "
+                                             "not supported; rename the column")
+    return name
 
 
 # ---------------------------------------------------------------- the YAML file
@@ -340,6 +408,10 @@ class CleanerConfig:
     # small table's chain waits mostly on the driver (planning, catalog calls, commits), so two in
     # flight keep the cores busy. Validations still run one at a time.
     application_threads: int = 2
+    # The cleaner's own records (run history rows, metrics, reports, data-quality results, Data
+    # Docs pages) older than this are deleted (lakecleaner.housekeeping); each table's newest
+    # data-quality result is kept whatever its age.
+    own_files_retention_days: int = 30
 
 
 @dataclass(frozen=True)
@@ -380,6 +452,27 @@ def _section(raw: Mapping[str, Any], name: str, cls: type, source: str) -> Any:
     return cls(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items()})
 
 
+def _check_cleaner(cleaner: CleanerConfig) -> None:
+    """The cleaner section's names and counts: each becomes an identifier, a file name or a bound."""
+    for name in ("meta_namespace",):
+        value = getattr(cleaner, name)
+        if not isinstance(value, str) or not IDENT.fullmatch(value):
+            raise ConfigError(None, f"cleaner.{name}", value, "must be a name of letters, digits and _")
+    suffix = cleaner.quarantine_suffix
+    if not isinstance(suffix, str) or not re.fullmatch(r"[A-Za-z0-9_]+", suffix):
+        raise ConfigError(None, "cleaner.quarantine_suffix", suffix,
+                          "must be a non-empty suffix of letters, digits and _ (the quarantine table is <table><suffix>)")
+    namespaces = cleaner.namespaces
+    if not isinstance(namespaces, tuple) or not all(isinstance(n, str) and IDENT.fullmatch(n) for n in namespaces):
+        raise ConfigError(None, "cleaner.namespaces", namespaces, "must be a list of namespace names")
+    for name in ("uncleanable_after_failures", "own_files_retention_days"):
+        value = getattr(cleaner, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(None, f"cleaner.{name}", value, "must be a positive integer")
+    if not isinstance(cleaner.state_location, str):
+        raise ConfigError(None, "cleaner.state_location", cleaner.state_location, "must be a location string")
+
+
 def load_config(path: str | os.PathLike | None = None) -> LakecleanerConfig:
     """Load the YAML config: explicit path, else $LAKECLEANER_CONFIG, else include/lakecleaner.yaml.
     A relative warehouse path of a hadoop catalog is resolved against the config file's directory."""
@@ -410,7 +503,10 @@ def load_config(path: str | os.PathLike | None = None) -> LakecleanerConfig:
             TABLE_SETTINGS[prop].parse(value)
         except ValueError as exc:
             raise ConfigError(None, f"defaults.{prop}", value, str(exc)) from None
+    if not isinstance(catalog.name, str) or not IDENT.fullmatch(catalog.name):
+        raise ConfigError(None, "catalog.name", catalog.name, "must be a name of letters, digits and _")
     cleaner = _section(raw, "cleaner", CleanerConfig, str(path))
+    _check_cleaner(cleaner)
     for name in ("threads", "application_threads"):
         value = getattr(cleaner, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -419,10 +515,16 @@ def load_config(path: str | os.PathLike | None = None) -> LakecleanerConfig:
     if not isinstance(budget, (int, float)) or isinstance(budget, bool) or not 0 < budget < float("inf"):
         raise ConfigError(None, "cleaner.application_budget_s", budget, "must be a positive number of seconds")
     quality = _section(raw, "quality", QualityConfig, str(path))
+    if not isinstance(quality.severity, Mapping):
+        raise ConfigError(None, "quality.severity", quality.severity, "must be a mapping of rule name to fail or warn")
     for rule, level in dict(quality.severity).items():
+        if rule not in QUALITY_RULES:
+            raise ConfigError(None, f"quality.severity.{rule}", level,
+                              f"unknown rule (rules: {'; '.join(QUALITY_RULES)})")
         if level not in ("fail", "warn"):
             raise ConfigError(None, f"quality.severity.{rule}", level, "must be fail or warn")
-    if not isinstance(quality.anomalous_share_max, (int, float)) or not 0 <= quality.anomalous_share_max <= 1:
+    share = quality.anomalous_share_max
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
         raise ConfigError(None, "quality.anomalous_share_max", quality.anomalous_share_max, "must be between 0 and 1")
     return LakecleanerConfig(
         catalog=catalog,

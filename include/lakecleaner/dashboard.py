@@ -32,6 +32,8 @@ REMOVED = ("removed_superseded", "removed_expired_tombstones", "quarantined")
 FRESHNESS_RULE = "freshness (max.compaction.lag.ms)"
 INDEX_HISTORY_ROWS = 5000  # the index reads this many newest runs to find each table's last run
 TABLE_HISTORY_ROWS = 200  # runs charted on a table's page
+TABLE_RESULTS = 50  # validations listed on a table's page
+INDEX_WINDOW_MS = 7 * 86_400_000  # the index shows each table's last run of the past week
 
 
 def valid_table_name(name: str) -> bool:
@@ -117,6 +119,7 @@ def build_row(ev: Mapping[str, Any], last_run: Mapping[str, Any] | None, last_va
         "max_compaction_delay_ms": ev.get("max_compaction_delay_ms"),
         "max_compaction_lag_ms": _bound(ev),  # None: no bound (Long.MAX)
         "within_bound": not ev.get("max_compaction_delay_ms"),
+        "physical_deletion": ev.get("physical_deletion"),
         "last_run": run_point(last_run) if last_run else None,
         "quality": validation_point(last_validation, docs_page) if last_validation else None,
         "uncleanable": bool(state.get("uncleanable")) or ev["status"] == "uncleanable",
@@ -184,10 +187,11 @@ def load_overview(cfg: LakecleanerConfig, now_ms: int | None = None) -> list[dic
     from .scheduler import evaluate_all
 
     evaluations = [e.as_dict() for e in evaluate_all(cfg, None, now_ms)]
-    history = read_history(cfg, None, limit=INDEX_HISTORY_ROWS)
+    now_ms = int(now_ms if now_ms is not None else time.time() * 1000)
+    history = read_history(cfg, None, limit=INDEX_HISTORY_ROWS, since_ms=now_ms - INDEX_WINDOW_MS)
     tables = [e["table"] for e in evaluations]
     try:
-        results = list_results(cfg)
+        results = list_results(cfg, per_table=1)
         root = docs_dir(cfg)
         pages = {t: docs_pages(root, t) for t in tables if valid_table_name(t)}
     except ValueError:  # quality results need a local directory; none configured
@@ -238,9 +242,10 @@ def load_table(cfg: LakecleanerConfig, table: str, now_ms: int | None = None) ->
         return None
     now_ms = int(now_ms if now_ms is not None else time.time() * 1000)
     ev = evaluate_all(cfg, [table], now_ms)[0].as_dict()
-    history = read_history(cfg, table, limit=TABLE_HISTORY_ROWS)
+    history = read_history(cfg, table, limit=TABLE_HISTORY_ROWS,
+                           since_ms=now_ms - cfg.cleaner.own_files_retention_days * 86_400_000)
     try:
-        results = list_results(cfg, table)
+        results = list_results(cfg, table, per_table=TABLE_RESULTS)
         pages = docs_pages(docs_dir(cfg), table)
     except ValueError:  # quality results need a local directory; none configured
         results, pages = [], {}

@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping
 
-from .config import CHECKPOINT_PROPERTY, ConfigError, TableConfig, resolve_table
-from .rules import Checkpoint
+from .config import CHECKPOINT_PROPERTY, ConfigError, TableConfig, physical_deletion_bound, resolve_table
+from .rules import Checkpoint, CheckpointError, log_ends
 
 MIXED = object()  # a data file holding several Kafka partitions
 
@@ -44,7 +44,7 @@ class TableMetadata:
 @dataclass
 class Evaluation:
     table: str
-    status: str  # eligible | not eligible | invalid config | unreadable | uncleanable
+    status: str  # eligible | not eligible | invalid config | invalid checkpoint | unreadable | uncleanable
     reason: str
     strategy: str | None = None
     clean_bytes: int = 0
@@ -57,6 +57,9 @@ class Evaluation:
     tombstones_due: bool = False
     min_cleanable_dirty_ratio: float | None = None
     max_compaction_lag_ms: int | None = None
+    # Set when the table's own snapshot-retention properties make physical deletion take longer than
+    # the README's bound (config.physical_deletion_bound): the bound that then holds.
+    physical_deletion: str | None = None
 
     @property
     def eligible(self) -> bool:
@@ -92,9 +95,15 @@ def evaluate_table(meta: TableMetadata, now_ms: int, defaults: Mapping[str, Any]
         ckpt = Checkpoint.from_json(meta.properties.get(CHECKPOINT_PROPERTY))
     except ConfigError as exc:
         return Evaluation(meta.table, "invalid config", str(exc))
-    except ValueError as exc:
-        return Evaluation(meta.table, "invalid config", f"table {meta.table}: unreadable {CHECKPOINT_PROPERTY}: {exc}")
+    except CheckpointError as exc:
+        return Evaluation(meta.table, "invalid checkpoint", f"table {meta.table}: {exc} ({CHECKPOINT_PROPERTY}; "
+                                                             "fix or unset it to clean the table from its start)")
     partitioned = tc.partition_column is not None
+    reset: list = []
+    if tc.retain_log_end_record:
+        ends = log_ends(((None if f.partition is MIXED else f.partition, f.offset_upper) for f in meta.files),
+                        partitioned)
+        ckpt, reset = ckpt.reset_past_log_end(ends)
     clean = cleanable = uncleanable = must = 0.0
     earliest_dirty = None
     for f in meta.files:
@@ -118,8 +127,9 @@ def evaluate_table(meta: TableMetadata, now_ms: int, defaults: Mapping[str, Any]
         must_clean_ratio=round(must / base, 6) if base else 0.0,
         max_compaction_delay_ms=max(0, now_ms - earliest_dirty - tc.max_compaction_lag_ms) if earliest_dirty is not None else 0,
         tombstones_due=ckpt.tombstones_due(now_ms, tc.delete_retention_ms),
-        min_cleanable_dirty_ratio=tc.min_cleanable_dirty_ratio, max_compaction_lag_ms=tc.max_compaction_lag_ms)
-    reasons = []
+        min_cleanable_dirty_ratio=tc.min_cleanable_dirty_ratio, max_compaction_lag_ms=tc.max_compaction_lag_ms,
+        physical_deletion=physical_deletion_bound(tc))
+    reasons = [_reset_reason(reset)] if reset else []
     if ev.must_clean_ratio > 0:
         reasons.append(f"must clean: {ev.must_clean_ratio:.1%} of the data is dirty for longer than max.compaction.lag.ms")
     if ev.tombstones_due:
@@ -135,6 +145,11 @@ def evaluate_table(meta: TableMetadata, now_ms: int, defaults: Mapping[str, Any]
     else:
         ev.reason = f"dirty ratio {ev.dirty_ratio:.2f} <= min.cleanable.dirty.ratio {tc.min_cleanable_dirty_ratio}"
     return ev
+
+
+def _reset_reason(partitions: list) -> str:
+    shown = ", ".join("the log" if p is None else str(p) for p in partitions)
+    return f"checkpoint past the log end of partition(s) {shown}: reset, cleaned from the start again"
 
 
 def cleaning_order(evaluations: Iterable[Evaluation]) -> list[Evaluation]:

@@ -13,9 +13,10 @@ log = logging.getLogger("lakecleaner")
 
 def read_history(cfg: LakecleanerConfig, table: str | None = None, limit: int | None = 500, *,
                  now_ms: int | None = None, tables: Iterable[str] | None = None,
-                 newest_first: bool = True) -> list[dict]:
-    """Runs filtered by table(s) and/or the run's now; [] while no run has been recorded."""
-    from pyiceberg.expressions import AlwaysTrue, And, EqualTo, In
+                 newest_first: bool = True, since_ms: int | None = None) -> list[dict]:
+    """Runs filtered by table(s), the run's now, or runs since ``since_ms`` (a filter Iceberg prunes
+    files by, so a page reads a window, not the whole history); [] while no run has been recorded."""
+    from pyiceberg.expressions import AlwaysTrue, And, EqualTo, GreaterThanOrEqual, In
 
     try:
         tbl = MetadataReader(cfg).load(f"{cfg.cleaner.meta_namespace}.run_history")
@@ -35,6 +36,8 @@ def read_history(cfg: LakecleanerConfig, table: str | None = None, limit: int | 
         where = And(where, In("table_name", tuple(tables)))
     if now_ms is not None:
         where = And(where, EqualTo("now_ms", int(now_ms)))
+    if since_ms is not None:
+        where = And(where, GreaterThanOrEqual("now_ms", int(since_ms)))
     rows = tbl.scan(row_filter=where).to_arrow().to_pylist()
     rows.sort(key=lambda r: (r["started_at"] is not None, r["started_at"]), reverse=newest_first)
     return rows[:limit] if limit else rows

@@ -20,10 +20,11 @@ after t + L + I + M (M = 0 by default).
 """
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
-from .config import CHECKPOINT_PROPERTY, LONG_MAX, LakecleanerConfig
+from .config import CHECKPOINT_PROPERTY, LONG_MAX, LakecleanerConfig, TableConfig, physical_deletion_bound
 from .engine import TableRef, _iceberg_table, load_table_config, snapshot_summary
 from .rules import Checkpoint
 from .state import StateStore
@@ -34,6 +35,8 @@ ORPHAN_MIN_AGE_MS = 3 * 86_400_000
 # Each append adds a manifest; evaluation reads every live manifest of every table, so past this
 # many they are merged (Iceberg's rewrite_manifests) to keep per-table evaluation cost flat.
 MAX_DATA_MANIFESTS = 8
+
+log = logging.getLogger(__name__)
 
 
 def _clean_part_sql(tc, ckpt: Checkpoint) -> str | None:
@@ -68,7 +71,10 @@ def maintain_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None
         ).collect()
         out["rewritten_data_files"] = int(res[0]["rewritten_data_files_count"]) if res else 0
         out["rewrite_reason"] = "max.compaction.lag.ms is finite" if gdpr else f"delete ratio >= {REWRITE_DELETE_RATIO}"
-    out["snapshots_expired"] = _expire_snapshots(spark, ref, tc.min_compaction_lag_ms)
+    out["snapshots_expired"] = _expire_snapshots(spark, ref, tc)
+    bound = physical_deletion_bound(tc)
+    if bound:
+        out["physical_deletion"] = bound
     table_obj = _iceberg_table(spark, ref)
     current = table_obj.currentSnapshot()
     manifests = 0 if current is None else current.dataManifests(table_obj.io()).size()
@@ -77,31 +83,37 @@ def maintain_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None
         res = spark.sql(f"CALL `{ref.catalog}`.system.rewrite_manifests(table => '{ref.short}')").collect()
         out["data_manifests"] = int(res[0]["added_manifests_count"]) if res else manifests
     store = StateStore(cfg)
-    state = store.get(ref.short)
-    if state.last_orphan_cleanup_ms is None or now_ms - state.last_orphan_cleanup_ms >= ORPHAN_CADENCE_MS:
+    try:
+        last_sweep = store.get(ref.short).last_orphan_cleanup_ms
+    except ValueError as exc:  # unreadable state: sweep now; recording the sweep rewrites it
+        log.warning("lakecleaner: %s", exc)
+        last_sweep = None
+    if last_sweep is None or now_ms - last_sweep >= ORPHAN_CADENCE_MS:
         cutoff = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime((now_ms - ORPHAN_MIN_AGE_MS) / 1000))
         res = spark.sql(f"CALL `{ref.catalog}`.system.remove_orphan_files(table => '{ref.short}', "
                         f"older_than => TIMESTAMP '{cutoff}')").collect()
         out["orphan_files_removed"] = len(res)
-        state.last_orphan_cleanup_ms = now_ms
-        store.put(ref.short, state)
+        store.record_orphan_cleanup(ref.short, now_ms)
     return out
 
 
-def _expire_snapshots(spark, ref: TableRef, min_compaction_lag_ms: int) -> int:
+def _expire_snapshots(spark, ref: TableRef, tc: TableConfig) -> int:
     """Expire every snapshot older than the newest one committed at least min.compaction.lag.ms ago
     (younger snapshots carry the append times of records not yet old enough), keeping the current
     one. Commit times are wall-clock facts (the run's now may be an interval end in the past, and
     the rewrite above committed after it), so the cut is taken on the wall clock, in epoch ms.
     Iceberg's core expiry runs in the driver: for a cleaner's table, whose snapshots were just
     rewritten, that costs far less than the expire_snapshots procedure's Spark jobs (1.1 s a table).
+    A table's own history.expire.* properties keep more when they ask for more.
     Returns how many snapshots were expired."""
     table = _iceberg_table(spark, ref)
-    keep_after = int(time.time() * 1000) - min_compaction_lag_ms
+    max_age, keep_last = tc.snapshot_retention
+    now = int(time.time() * 1000)
+    keep_after = min(now - tc.min_compaction_lag_ms, now - max_age if max_age is not None else now)
     times = [s.timestampMillis() for s in table.snapshots()]
     cut = max((t for t in times if t <= keep_after), default=None)
     if cut is None or not any(t < cut for t in times):
         return 0
-    table.expireSnapshots().expireOlderThan(cut).retainLast(1).commit()
+    table.expireSnapshots().expireOlderThan(cut).retainLast(keep_last).commit()
     table.refresh()
     return len(times) - table.snapshots().__len__()

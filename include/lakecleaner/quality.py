@@ -22,6 +22,9 @@ from typing import Any
 from .config import CHECKPOINT_PROPERTY, LakecleanerConfig, TableConfig
 from .engine import TableRef, _Frames, ensure_history_table, load_table_config
 from .rules import Checkpoint
+from .state import write_document
+
+log = logging.getLogger(__name__)
 
 OFFENDING_ROWS = 5
 
@@ -210,9 +213,7 @@ class QualitySuites:
         warned = [o for o in outcome if not o["success"] and o["severity"] != "fail"]
         summary = {"table": ref.short, "run_name": run_name, "now_ms": now_ms, "success": not failed,
                    "warnings": len(warned), "rules": outcome, "docs": str(docs_dir(cfg) / "index.html")}
-        out = self.root / "results" / ref.short
-        out.mkdir(parents=True, exist_ok=True)
-        (out / f"{run_name.replace(':', '')}.json").write_text(json.dumps(summary, sort_keys=True, default=str))
+        write_document(cfg, f"quality/results/{ref.short}/{run_name.replace(':', '').replace('/', '_')}.json", summary)
         if failed and raise_on_failure:
             first = failed[0]
             raise QualityError(f"table {ref.short}: data-quality rule failed: {first['rule']}: {first['description']}; "
@@ -267,9 +268,22 @@ def _plain(row: Any) -> Any:
     return row if isinstance(row, (int, float, str, bool, type(None))) else str(row)
 
 
-def list_results(cfg: LakecleanerConfig, table: str | None = None) -> list[dict]:
-    """Kept validation summaries, newest first (for the CLI and the Airflow UI)."""
+def list_results(cfg: LakecleanerConfig, table: str | None = None, per_table: int | None = None) -> list[dict]:
+    """Kept validation summaries, newest first (for the CLI and the Airflow UI); ``per_table``: only
+    each table's newest that many files are read (a page reads a bounded amount)."""
     root = quality_root(cfg) / "results"
-    paths = (root / table).glob("*.json") if table else root.glob("*/*.json")
-    out = [json.loads(p.read_text()) for p in paths]
+    dirs = [root / table] if table else (sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else [])
+    paths = []
+    for d in dirs:
+        files = sorted(d.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True) if d.is_dir() else []
+        paths += files[:per_table] if per_table else files
+    out = []
+    for path in paths:
+        try:
+            result = json.loads(path.read_text())
+            int(result["now_ms"])
+        except (OSError, ValueError, TypeError, KeyError) as exc:  # that run's result only, said so
+            log.warning("lakecleaner: table %s: unreadable data-quality result %s (%s)", path.parent.name, path, exc)
+            continue
+        out.append(result)
     return sorted(out, key=lambda r: r["now_ms"], reverse=True)

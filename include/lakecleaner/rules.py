@@ -138,21 +138,33 @@ class Checkpoint:
         ``new_tombstones`` winning tombstones it cleaned first. Tombstones of entries past their
         horizon were removed by this run (except one that is its partition's log end, which goes
         with the run that follows new data in that partition)."""
-        offsets = dict(self.offsets)
-        moved = False
+        offsets, changed = dict(self.offsets), {}
         for p, end in ends.items():
             if offsets.get(p) is None or end > offsets[p]:
-                offsets[p] = end
-                moved = True
+                offsets[p] = changed[p] = end
         history = [(at, o, 0 if now_ms - at > delete_retention_ms else n) for at, o, n in self.history]
-        if moved:
-            history.append((now_ms, dict(offsets), new_tombstones))
+        if changed:  # only what this run moved: an entry's partitions are those it cleaned further
+            history.append((now_ms, changed, new_tombstones))
         # Keep entries a tombstone horizon may still need: everything newer than the retention
-        # window, plus the newest entry older than it (it bounds every offset cleaned before).
+        # window, plus the newest entry older than it, folded with those before it (it bounds
+        # every offset cleaned before).
         old = [i for i, (at, _, _) in enumerate(history) if now_ms - at > delete_retention_ms]
         if old:
-            history = history[old[-1]:]
+            history = [_merged(history[:old[-1] + 1]), *history[old[-1] + 1:]]
+        while len(history) > MAX_HISTORY_ENTRIES:  # an endless retention: merge the two oldest
+            history = [_merged(history[:2]), *history[2:]]
         return Checkpoint(offsets=offsets, history=history, retained=dict(retained))
+
+    def reset_past_log_end(self, ends: Mapping[Partition, int] | None) -> tuple["Checkpoint", list[Partition]]:
+        """The checkpoint without the partitions it claims cleaned past their log end, and those
+        partitions. The log end record is never removed while retain_log_end_record holds, so such a
+        partition was truncated or recreated; as Kafka resets a cleaner offset past the log end, it
+        is cleaned from its start again instead of looking clean forever."""
+        past = [p for p, o in self.offsets.items() if ends and p in ends and o > ends[p]]
+        if not past:
+            return self, []
+        keep = lambda d: {p: v for p, v in d.items() if p not in past}  # noqa: E731
+        return Checkpoint(keep(self.offsets), [(at, keep(o), n) for at, o, n in self.history], keep(self.retained)), past
 
     # JSON, stored as the table property lakecleaner.checkpoint
     def to_json(self) -> str:
@@ -165,13 +177,97 @@ class Checkpoint:
 
     @classmethod
     def from_json(cls, text: str | None) -> "Checkpoint":
-        if not text:
+        """The stored checkpoint, checked for the shape ``to_json`` writes: anything else (a hand
+        edit, a half-written value, another tool's property) raises CheckpointError, never a
+        TypeError from deep inside a run."""
+        if text is None or not str(text).strip():
             return cls()
-        data = json.loads(text)
-        dec = lambda d: {(None if p == NO_PARTITION else int(p)): int(v) for p, v in d.items()}  # noqa: E731
-        return cls(offsets=dec(data.get("offsets", {})),
-                   history=[(int(h[0]), dec(h[1]), int(h[2]) if len(h) > 2 else 0) for h in data.get("history", [])],
-                   retained=dec(data.get("retained", {})))
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise CheckpointError(f"not JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise CheckpointError(f"expected an object with offsets, history and retained, got {_shown(data)}")
+        unknown = sorted(set(data) - {"offsets", "history", "retained"})
+        if unknown:
+            raise CheckpointError(f"unknown field(s) {', '.join(map(repr, unknown))}")
+        history = data.get("history", [])
+        if not isinstance(history, list):
+            raise CheckpointError(f"history: expected a list of [run time, offsets, tombstones], got {_shown(history)}")
+        return cls(offsets=_offsets_from_json(data.get("offsets", {}), "offsets"),
+                   history=[_history_entry(h, i) for i, h in enumerate(history)],
+                   retained=_offsets_from_json(data.get("retained", {}), "retained"))
+
+
+# History entries kept at most. Merging two entries dates the older one's offsets at the newer one's
+# time: their tombstones are judged first cleaned later, so they expire later, never early.
+MAX_HISTORY_ENTRIES = 200
+
+
+def _merged(entries: list[tuple[int, dict, int]]) -> tuple[int, dict, int]:
+    """Consecutive history entries as one, at the newest one's time: the offsets each partition
+    reached by then (offsets only grow), the tombstones all of them counted."""
+    offsets: dict[Partition, int] = {}
+    for _, o, _ in entries:
+        for p, v in o.items():
+            offsets[p] = max(v, offsets.get(p, v))
+    return entries[-1][0], offsets, sum(n for _, _, n in entries)
+
+
+class CheckpointError(ValueError):
+    """lakecleaner.checkpoint holds something this cleaner did not write."""
+
+    def __init__(self, problem: str):
+        super().__init__(f"invalid checkpoint: {problem}")
+
+
+def _shown(value) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _int(value, where: str, minimum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or (minimum is not None and value < minimum):
+        bound = "" if minimum is None else f" >= {minimum}"
+        raise CheckpointError(f"{where}: expected an integer{bound}, got {_shown(value)}")
+    return value
+
+
+def _offsets_from_json(value, where: str) -> dict[Partition, int]:
+    if not isinstance(value, dict):
+        raise CheckpointError(f"{where}: expected an object of partition -> offset, got {_shown(value)}")
+    out: dict[Partition, int] = {}
+    for p, offset in value.items():
+        if p == NO_PARTITION:
+            partition = None
+        else:
+            try:
+                partition = int(p)
+            except ValueError:
+                raise CheckpointError(f"{where}: partition {p!r} is not an integer or {NO_PARTITION!r}") from None
+        out[partition] = _int(offset, f"{where}[{p}]")
+    return out
+
+
+def _history_entry(entry, i: int) -> tuple[int, dict[Partition, int], int]:
+    where = f"history[{i}]"
+    if not isinstance(entry, list) or len(entry) not in (2, 3):
+        raise CheckpointError(f"{where}: expected [run time, offsets, tombstones], got {_shown(entry)}")
+    tombstones = _int(entry[2], f"{where} tombstones", 0) if len(entry) == 3 else 0
+    return _int(entry[0], f"{where} run time", 0), _offsets_from_json(entry[1], f"{where} offsets"), tombstones
+
+
+def log_ends(files: Iterable[tuple[Partition, int | None]], partitioned: bool) -> dict[Partition, int] | None:
+    """Each partition's highest offset from data-file metrics: (the file's one partition, its offset
+    upper bound) per file. None when a file cannot say: no offset bound, or (partitioned) no single
+    partition."""
+    ends: dict[Partition, int] = {}
+    for partition, upper in files:
+        if upper is None or (partitioned and partition is None):
+            return None
+        key = partition if partitioned else None
+        ends[key] = max(upper, ends.get(key, upper))
+    return ends
 
 
 def partitions_of(values: Iterable[Partition]) -> list[Partition]:

@@ -17,8 +17,8 @@ from typing import Iterable
 
 from .config import LakecleanerConfig, is_compacted
 from .evaluate import Evaluation, cleaning_order, evaluate_table
-from .metadata import MetadataReader
-from .state import StateStore
+from .metadata import ManifestStatsCache, MetadataReader
+from .state import StateStore, TableState, write_document
 
 log = logging.getLogger("lakecleaner")
 
@@ -29,7 +29,7 @@ def evaluate_all(cfg: LakecleanerConfig, tables: Iterable[str] | None = None, no
     whose metadata cannot be read or whose config is invalid gets a row saying so; the others are
     still evaluated."""
     now_ms = int(now_ms if now_ms is not None else time.time() * 1000)
-    reader, store = MetadataReader(cfg), StateStore(cfg)
+    reader, store = MetadataReader(cfg, ManifestStatsCache(cfg)), StateStore(cfg)
     requested = list(tables or [])
     names = requested or reader.list_tables(tuple(namespaces))
     quarantine = cfg.cleaner.quarantine_suffix
@@ -48,9 +48,10 @@ def evaluate_all(cfg: LakecleanerConfig, tables: Iterable[str] | None = None, no
             continue
         try:
             uncleanable = store.uncleanable_reason(name)
-        except Exception as exc:  # noqa: BLE001
-            uncleanable = None
-            log.warning("lakecleaner: cannot read cleaner state of %s: %s", name, exc)
+        except Exception as exc:  # noqa: BLE001 - its uncleanable mark is unknown: not cleaned, said so
+            out.append(Evaluation(name, "unreadable", str(exc) if str(exc).startswith(f"table {name}")
+                                  else f"table {name}: cannot read cleaner state: {type(exc).__name__}: {exc}"))
+            continue
         out.append(evaluate_table(meta, now_ms, cfg.defaults, uncleanable))
     for ev in out:
         if ev.max_compaction_lag_ms is not None and ev.max_compaction_delay_ms > 0:
@@ -147,11 +148,20 @@ def plan(evaluations: list[Evaluation], only: Iterable[str] = (), force: bool = 
     return [Job(e.table, i + 1, e.reason if e.eligible else "forced", expected_work(e)) for i, e in enumerate(chosen)]
 
 
-def record_outcome(cfg: LakecleanerConfig, table: str, ok: bool, error: str = "") -> dict:
-    """After each job: reset or count failures; the Nth failure in a row marks the table uncleanable."""
+def plan_rows(evaluations: list[Evaluation]) -> list[dict]:
+    """``evaluate --json``: every row with its ``plan_rank`` (the order the DAG cleans in, 1 first;
+    None if not planned), planned rows first in that order, then the others as listed."""
+    ranks = {job.table: job.priority for job in plan(evaluations)}
+    rows = [{**e.as_dict(), "plan_rank": ranks.get(e.table)} for e in evaluations]
+    return sorted(rows, key=lambda r: (r["plan_rank"] is None, r["plan_rank"] or 0))
+
+
+def record_outcome(cfg: LakecleanerConfig, table: str, ok: bool, error: str, now_ms: int) -> dict:
+    """After each job: reset or count failures; the Nth failure in a row marks the table uncleanable.
+    ``now_ms`` is the run's now (its interval end), the clock every figure of the run is read on."""
     store = StateStore(cfg)
-    state = store.record_success(table) if ok else store.record_failure(
-        table, error or "the compaction job failed", cfg.cleaner.uncleanable_after_failures)
+    state = store.record_success(table, now_ms) if ok else store.record_failure(
+        table, error or "the compaction job failed", now_ms)
     if state.uncleanable and not ok:
         log.error("lakecleaner: table %s marked uncleanable after %d failures in a row: %s",
                   table, state.consecutive_failures, state.last_error)
@@ -193,9 +203,9 @@ def submit_options(cfg: LakecleanerConfig, package_dir: str | os.PathLike) -> di
     of the Spark conf. spark.driver.memory stays in the conf: spark-submit's launcher reads it from
     --conf in client mode, and cluster managers honour it in cluster mode. The master is not here: it
     comes from the Airflow connection (spark_default), not from the YAML's spark.master."""
-    from .spark import spark_conf
+    from .spark import submit_conf
 
-    conf = spark_conf(cfg)
+    conf = submit_conf(cfg)
     return {"py_files": ship_package(package_dir), "jars": conf.pop("spark.jars", None),
             "packages": conf.pop("spark.jars.packages", None), "conf": conf,
             # the driver's Python must have the package's dependencies (pyspark, pyyaml): default to ours
@@ -229,7 +239,7 @@ def run_history(cfg: LakecleanerConfig, now_ms: int | None = None, tables: Itera
     return read_history(cfg, None, None, now_ms=now_ms, tables=tables, newest_first=False)
 
 
-NOTEWORTHY = ("invalid config", "unreadable", "uncleanable")
+NOTEWORTHY = ("invalid config", "invalid checkpoint", "unreadable", "uncleanable")
 FIGURES = ("records_read", "records_kept", "removed_superseded", "removed_expired_tombstones", "quarantined",
            "duration_ms")
 
@@ -277,7 +287,10 @@ def summarize(evaluations: list[dict], applications: list[dict], reports: dict[i
                 row.update({"run": hist.get("status"), **{k: hist.get(k) for k in FIGURES}})
             tables.append(row)
     tables.sort(key=lambda r: r["priority"])
-    failed = [r["table"] for r in tables if r["status"] == "failed"]
+    # A corrupt checkpoint is a failure of that table (nothing can clean it until an operator
+    # looks), not a config choice: it fails the run as a failed chain does.
+    failed = [r["table"] for r in tables if r["status"] == "failed"] + [
+        e["table"] for e in evaluations or [] if e["status"] == "invalid checkpoint"]
     deferred = [r["table"] for r in tables if r["status"] in ("deferred", "not run")]
     not_run = [{"table": e["table"], "status": e["status"], "reason": e["reason"]}
                for e in evaluations or [] if e["status"] in NOTEWORTHY]
@@ -300,15 +313,15 @@ def cleaner_metrics(cfg: LakecleanerConfig, evaluations: list[dict], report: dic
     """Kafka's cleaner metrics for one scheduler run, per table and overall (max dirty percent, max
     compaction delay, time since last successful run, uncleanable count, last run's statistics),
     written next to the cleaner state under metrics/<now_ms>.json and returned."""
-    import json
-
-    from pyiceberg.io import load_file_io
-
     store = StateStore(cfg)
     last_runs = {row["table"]: row for row in report.get("tables", [])}
     tables = {}
     for e in evaluations:
-        state = store.get(e["table"])
+        try:
+            state = store.get(e["table"])
+        except ValueError as exc:  # that table's figures say so; the others are still reported
+            log.warning("lakecleaner: %s", exc)
+            state = TableState(last_error=str(exc))
         tables[e["table"]] = {
             "status": e["status"], "dirty_percent": round(100 * e.get("dirty_ratio", 0.0), 2),
             "max_compaction_delay_ms": e.get("max_compaction_delay_ms", 0),
@@ -319,13 +332,9 @@ def cleaner_metrics(cfg: LakecleanerConfig, evaluations: list[dict], report: dic
         "tables": len(tables),
         "max_dirty_percent": max((t["dirty_percent"] for t in tables.values()), default=0.0),
         "max_compaction_delay_ms": max((t["max_compaction_delay_ms"] for t in tables.values()), default=0),
-        "uncleanable_count": sum(t["status"] == "uncleanable" for t in tables.values()),
+        "uncleanable_count": sum(t["status"] in ("uncleanable", "invalid checkpoint") for t in tables.values()),
         "failed_this_run": len(report.get("failed", [])),
     }
     metrics = {"now_ms": now_ms, "overall": overall, "tables": tables}
-    io = load_file_io(cfg.catalog.pyiceberg_properties_resolved(), store.base)
-    path = f"{cfg.state_root}/metrics/{now_ms}.json"
-    with io.new_output(path).create(overwrite=True) as fh:
-        fh.write(json.dumps(metrics, sort_keys=True, default=str).encode())
-    metrics["path"] = path
+    metrics["path"] = write_document(cfg, f"metrics/{now_ms}.json", metrics)
     return metrics

@@ -1,21 +1,33 @@
 """The cleaner's own state per table: consecutive failures and the uncleanable mark (Kafka KIP-346's
 "uncleanable partitions"), kept next to the warehouse so it survives restarts of anything.
 
-One small JSON document per table, written through pyiceberg's FileIO (local disk or an object
-store alike). Only one job runs per table at a time (the DAG guarantees it), so a document has
-one writer.
+Two small JSON documents per table, each with one kind of writer, so no writer's read-modify-write
+can lose another's update:
+
+- ``state/<table>.json``, the table's outcomes: written by the application cleaning the table (its
+  runs' outcomes, maintenance's orphan sweep), or by the DAG when that application died. The DAG
+  runs one application per table at a time.
+- ``state/<table>.clear.json``, an operator's clear: how many failed runs it forgave.
+
+Failures are a running count (never reset), so "consecutive" is derived when read: failed runs
+since the last success or the last clear, whichever forgave more. Documents are written whole
+under a temporary name and renamed into place (``write_document``); one that cannot be read is an
+error naming the table, never a silent default.
 """
 from __future__ import annotations
 
 import json
-import time
-from dataclasses import asdict, dataclass
+import logging
+from dataclasses import dataclass
 
-from .config import LakecleanerConfig
+from .config import IDENT, LakecleanerConfig
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
 class TableState:
+    """A table's state as read: the outcomes document seen through the operator's last clear."""
     consecutive_failures: int = 0
     last_error: str | None = None
     last_failure_ms: int | None = None
@@ -25,51 +37,132 @@ class TableState:
     last_orphan_cleanup_ms: int | None = None
 
 
+@dataclass
+class _Outcomes:
+    """state/<table>.json (the cleaning application's document)."""
+    failed_runs: int = 0  # every failed run ever: a running count
+    failed_runs_at_success: int = 0  # failed_runs when the last run succeeded
+    last_error: str | None = None
+    last_failure_ms: int | None = None
+    last_success_ms: int | None = None
+    marked_at_ms: int | None = None  # when the consecutive failures last reached the mark
+    last_orphan_cleanup_ms: int | None = None
+
+    @classmethod
+    def from_document(cls, doc: dict) -> "_Outcomes":
+        if "consecutive_failures" in doc:  # written before the counts were split: one document
+            doc = {"failed_runs": doc["consecutive_failures"], **{k: doc.get(k) for k in (
+                "last_error", "last_failure_ms", "last_success_ms", "marked_at_ms", "last_orphan_cleanup_ms")}}
+        out = cls(**{k: v for k, v in doc.items() if k in cls.__dataclass_fields__})
+        for name, value in vars(out).items():
+            wanted = str if name == "last_error" else int
+            if value is not None and (isinstance(value, bool) or not isinstance(value, wanted)):
+                raise TypeError(f"{name}={value!r}")
+        if out.failed_runs is None or out.failed_runs_at_success is None:
+            raise TypeError("failed_runs missing")
+        return out
+
+
+class StateError(ValueError):
+    """A state document exists but cannot be read."""
+
+
 class StateStore:
     def __init__(self, cfg: LakecleanerConfig):
-        self.root = cfg.state_root
-        self.base = self.root + "/state"
-        from pyiceberg.io import load_file_io
+        self.cfg = cfg
+        self.mark_after = cfg.cleaner.uncleanable_after_failures
 
-        self.io = load_file_io(cfg.catalog.pyiceberg_properties_resolved(), self.base)
+    def _read(self, table: str, suffix: str) -> dict | None:
+        name = f"state/{document_name(table, suffix)}"
+        try:
+            doc = read_document(self.cfg, name)
+        except Exception as exc:  # noqa: BLE001 - named below, for this table only
+            raise StateError(f"table {table}: cleaner state {self.cfg.state_root}/{name} is unreadable "
+                             f"({type(exc).__name__}: {exc}); `lakecleaner clear-uncleanable {table}` rewrites it") from None
+        if doc is not None and not isinstance(doc, dict):
+            raise StateError(f"table {table}: cleaner state {self.cfg.state_root}/{name} is not a JSON object")
+        return doc
 
-    def _path(self, table: str) -> str:
-        return f"{self.base}/{table}.json"
+    def _outcomes(self, table: str) -> _Outcomes:
+        doc = self._read(table, "")
+        try:
+            return _Outcomes.from_document(doc or {})
+        except (TypeError, KeyError) as exc:
+            raise StateError(f"table {table}: cleaner state is not one this cleaner wrote ({exc})") from None
+
+    def _forgiven(self, table: str) -> int:
+        doc = self._read(table, ".clear") or {}
+        value = doc.get("failed_runs_forgiven", 0)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise StateError(f"table {table}: cleaner state clear document holds {value!r}, not a count")
+        return value
+
+    def _view(self, o: _Outcomes, forgiven: int) -> TableState:
+        consecutive = max(0, o.failed_runs - max(o.failed_runs_at_success, forgiven))
+        uncleanable = consecutive >= self.mark_after
+        return TableState(consecutive, o.last_error, o.last_failure_ms, o.last_success_ms, uncleanable,
+                          o.marked_at_ms if uncleanable else None, o.last_orphan_cleanup_ms)
 
     def get(self, table: str) -> TableState:
-        inp = self.io.new_input(self._path(table))
-        if not inp.exists():
-            return TableState()
-        with inp.open() as fh:
-            return TableState(**json.loads(fh.read()))
+        """Raises StateError when a document exists but cannot be read."""
+        return self._view(self._outcomes(table), self._forgiven(table))
 
-    def put(self, table: str, state: TableState) -> None:
-        with self.io.new_output(self._path(table)).create(overwrite=True) as fh:
-            fh.write(json.dumps(asdict(state), sort_keys=True).encode())
+    def _outcomes_to_write(self, table: str) -> _Outcomes:
+        """The outcomes document for a writer: an unreadable one is replaced, loudly (the failure
+        count starts again; its runs are in the run history)."""
+        try:
+            return self._outcomes(table)
+        except StateError as exc:
+            log.error("lakecleaner: %s; replacing it", exc)
+            return _Outcomes()
 
-    def record_success(self, table: str, now_ms: int | None = None) -> TableState:
-        state = self.get(table)
-        state.consecutive_failures, state.last_success_ms = 0, now_ms or int(time.time() * 1000)
-        self.put(table, state)
-        return state
+    def _write(self, table: str, outcomes: _Outcomes) -> None:
+        from dataclasses import asdict
 
-    def record_failure(self, table: str, error: str, mark_after: int, now_ms: int | None = None) -> TableState:
-        """Count a failed run; the mark_after-th failure in a row marks the table uncleanable."""
-        state = self.get(table)
-        now_ms = now_ms or int(time.time() * 1000)
-        state.consecutive_failures += 1
-        state.last_error, state.last_failure_ms = error[:2000], now_ms
-        if state.consecutive_failures >= mark_after and not state.uncleanable:
-            state.uncleanable, state.marked_at_ms = True, now_ms
-        self.put(table, state)
-        return state
+        write_document(self.cfg, f"state/{document_name(table)}", asdict(outcomes))
+
+    def record_success(self, table: str, now_ms: int) -> TableState:
+        o = self._outcomes_to_write(table)
+        o.failed_runs_at_success = o.failed_runs
+        o.last_success_ms = max(now_ms, o.last_success_ms or now_ms)  # a backfill's older interval end
+        self._write(table, o)
+        return self._view(o, self._forgiven_or_none(table))
+
+    def record_failure(self, table: str, error: str, now_ms: int) -> TableState:
+        """Count a failed run; the cleaner.uncleanable_after_failures-th in a row marks the table."""
+        o = self._outcomes_to_write(table)
+        forgiven = self._forgiven_or_none(table)
+        o.failed_runs += 1
+        o.last_error, o.last_failure_ms = error[:2000], now_ms
+        view = self._view(o, forgiven)
+        if view.consecutive_failures == self.mark_after or (view.uncleanable and o.marked_at_ms is None):
+            o.marked_at_ms = now_ms
+        self._write(table, o)
+        return self._view(o, forgiven)
+
+    def record_orphan_cleanup(self, table: str, now_ms: int) -> None:
+        o = self._outcomes_to_write(table)
+        o.last_orphan_cleanup_ms = now_ms
+        self._write(table, o)
+
+    def _forgiven_or_none(self, table: str) -> int:
+        try:
+            return self._forgiven(table)
+        except StateError as exc:
+            log.error("lakecleaner: %s; counting every failure", exc)
+            return 0
 
     def clear(self, table: str) -> TableState:
-        """An operator's word that the table is fixed: evaluate it again."""
-        state = self.get(table)
-        state.uncleanable, state.consecutive_failures, state.marked_at_ms = False, 0, None
-        self.put(table, state)
-        return state
+        """An operator's word that the table is fixed: forgive every failure counted so far (an
+        unreadable outcomes document is forgiven whole: the application rewrites it)."""
+        try:
+            failed_runs = self._outcomes(table).failed_runs
+        except StateError as exc:
+            log.warning("lakecleaner: %s; clearing it", exc)
+            write_document(self.cfg, f"state/{document_name(table)}", {})
+            failed_runs = 0
+        write_document(self.cfg, f"state/{document_name(table, '.clear')}", {"failed_runs_forgiven": failed_runs})
+        return self.get(table)
 
     def uncleanable_reason(self, table: str) -> str | None:
         state = self.get(table)
@@ -80,7 +173,16 @@ class StateStore:
 
 
 # ---------------------------------------------------------------- documents under the state root
-def _local_path(location: str) -> str | None:
+def document_name(table: str, suffix: str = "") -> str:
+    """``namespace.table`` as a file name under the state root, checked: a name is never a path
+    (no separators, no '..'), whoever supplied it."""
+    parts = table.split(".") if isinstance(table, str) else []
+    if len(parts) != 2 or not all(IDENT.fullmatch(p) for p in parts):
+        raise ValueError(f"table {table!r}: invalid table name: expected namespace.table, letters, digits and _ only")
+    return f"{table}{suffix}.json"
+
+
+def local_path(location: str) -> str | None:
     if location.startswith("file:"):
         return location[len("file:"):].removeprefix("//")
     return None if "://" in location else location
@@ -91,15 +193,21 @@ def write_document(cfg: LakecleanerConfig, name: str, document: dict) -> str:
     renamed into place, so a reader (or a writer killed midway) never leaves a half-written file;
     elsewhere through pyiceberg's FileIO (an object store's put is atomic). Returns its location."""
     import os
-    import tempfile
+    import threading
 
     location = f"{cfg.state_root}/{name}"
     data = json.dumps(document, sort_keys=True, default=str).encode()
-    local = _local_path(location)
+    local = local_path(location)
     if local is not None:
-        os.makedirs(os.path.dirname(local), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(local), prefix=".tmp-")
-        with os.fdopen(fd, "wb") as fh:
+        # The temporary name is unique per process and thread (the only possible concurrent writers
+        # of one document); tempfile.mkstemp's random names cost more than the write itself.
+        tmp = os.path.join(os.path.dirname(local), f".tmp-{os.path.basename(local)}-{os.getpid()}-{threading.get_ident()}")
+        try:
+            fh = open(tmp, "wb")
+        except FileNotFoundError:
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+            fh = open(tmp, "wb")
+        with fh:
             fh.write(data)
         os.replace(tmp, local)
         return location
@@ -116,6 +224,13 @@ def read_document(cfg: LakecleanerConfig, name: str) -> dict | None:
     from pyiceberg.io import load_file_io
 
     location = f"{cfg.state_root}/{name}"
+    local = local_path(location)
+    if local is not None:
+        try:
+            with open(local, "rb") as fh:
+                return json.loads(fh.read())
+        except FileNotFoundError:
+            return None
     inp = load_file_io(cfg.catalog.pyiceberg_properties_resolved(), location).new_input(location)
     if not inp.exists():
         return None

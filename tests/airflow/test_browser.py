@@ -175,8 +175,12 @@ def test_log_in_open_lake_cleaner_and_see_tables_and_charts(browser, api_server)
     href = browser.eval(IN_FRAME % "d.querySelector('#validations a').getAttribute('href')")
     assert href.startswith("/lakecleaner/docs/validations/shop/orders/")
     browser.eval(IN_FRAME % "d.querySelector('#validations a').click() || true")
-    browser.wait(IN_FRAME % "d.location.pathname.startsWith('/lakecleaner/docs/validations/') && "
-                            "d.title.includes('Great Expectations')")
+    # The page is served sandboxed (a CSP without allow-same-origin): the frame now holds a document
+    # of an opaque origin, which Airflow's page (and its scripts) can no longer reach into.
+    browser.wait(f"(() => {{ const f = {FRAME}; return f && f.contentDocument === null; }})()")
+    page = browser.eval(f"fetch({href!r}).then(r => r.text().then(t => [r.headers.get('content-security-policy'), "
+                        "t.includes('Great Expectations')]))")
+    assert page[0].startswith("sandbox allow-scripts") and page[1]
 
 
 def test_task_instance_tab_leads_to_its_table(browser, api_server):

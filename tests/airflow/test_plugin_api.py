@@ -155,6 +155,8 @@ def test_table_page_charts_runs_and_links_validations_into_data_docs(client, cfg
         assert v["docs_page"].startswith(f"validations/shop/orders/{v['run_name']}/")
         doc = client.get(f"/lakecleaner/docs/{v['docs_page']}")
         assert doc.status_code == 200 and "Great Expectations" in doc.text
+        csp = doc.headers["content-security-policy"]  # third-party scripts never run in Airflow's origin
+        assert csp.startswith("sandbox allow-scripts") and "allow-same-origin" not in csp
 
     prices = client.get(f"/lakecleaner/api/tables/{PRICES}").json()
     assert [r["status"] for r in prices["runs"]] == ["committed", "dry_run", "committed"]

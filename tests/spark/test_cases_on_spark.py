@@ -15,11 +15,15 @@ def _commit_time(spark, ref):
                      f"WHERE snapshot_id = {snap}").collect()[0]["at"]
 
 
+@pytest.mark.parametrize("catalog", ["hadoop", "jdbc"])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
-def test_spark_job_on_hand_worked_case(spark, lake_config, case):
+def test_spark_job_on_hand_worked_case(spark, request, case, catalog):
+    """Each case on the embedded Hadoop catalog and on Iceberg's JDBC catalog on PostgreSQL."""
+    lake_config = request.getfixturevalue("lake_config" if catalog == "hadoop" else "pg_config")
+    name = lake_config.catalog.name
     table = f"cases.{case.name}"
     ref = create_compacted_table(spark, lake_config, table, case.props, schema=SCHEMA)
-    spark.sql(f"DROP TABLE IF EXISTS {TableRef.parse(table + '__quarantine', 'lake').sql()}")
+    spark.sql(f"DROP TABLE IF EXISTS {TableRef.parse(table + '__quarantine', name).sql()}")
     batch_times, run_nows, appended = [], [], 0
     for i, run in enumerate(case.runs):
         last = len(case.batches) - 1 if run.after_batch is None else run.after_batch
@@ -35,7 +39,7 @@ def test_spark_job_on_hand_worked_case(spark, lake_config, case):
         for figure, count in expected_reason_counts(run).items():
             assert stats[figure] == count, f"run {i} {figure}: {stats}"
         if run.quarantined:
-            quarantined = spark.table(TableRef.parse(table + "__quarantine", "lake").sql())
+            quarantined = spark.table(TableRef.parse(table + "__quarantine", name).sql())
             assert {(r["partition"], r["offset"]) for r in quarantined.collect()} == run.quarantined
             assert {r["quarantine_reason"] for r in quarantined.collect()} == {"null key"}
 

@@ -85,6 +85,14 @@ def test_spark_job_matches_reference_model(spark, lake_config, scenario):
     _check_against_model(spark, lake_config, scenario)
 
 
+@settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(scenario())
+def test_spark_job_matches_reference_model_on_the_jdbc_catalog(spark, pg_config, scenario):
+    """The same property on Iceberg's JDBC catalog on PostgreSQL (fewer examples: the rules are the
+    same code; what differs is the catalog's commits and metadata)."""
+    _check_against_model(spark, pg_config, scenario)
+
+
 @pytest.mark.parametrize("strategy", ["offset", "timestamp"])
 def test_above_the_broadcast_bound_joins_shuffle_and_agree_with_the_model(spark, lake_config, strategy, monkeypatch):
     """Past BROADCAST_ROWS_MAX nothing is broadcast (memory stays bounded for any key count)."""
@@ -162,4 +170,4 @@ def _check_against_model(spark, lake_config, scenario):
         assert stored_ckpt.to_json() == expected.checkpoint.to_json(), context
         model_ckpt = expected.checkpoint
     spark.sql(f"DROP TABLE IF EXISTS {ref.sql()} PURGE")
-    spark.sql(f"DROP TABLE IF EXISTS {TableRef.parse(table + '__quarantine', 'lake').sql()} PURGE")
+    spark.sql(f"DROP TABLE IF EXISTS {TableRef.parse(table + '__quarantine', lake_config.catalog.name).sql()} PURGE")

@@ -57,3 +57,38 @@ def test_maintenance_keeps_snapshots_younger_than_the_lag(spark, lake_config, ta
     maintain_table(spark, lake_config, table_name)
     after = spark.sql(f"SELECT count(*) AS n FROM {ref.meta('snapshots')}").collect()[0]["n"]
     assert after == before  # both appends are younger than min.compaction.lag.ms: their times are needed
+
+
+@pytest.mark.parametrize("tz", ["Asia/Tokyo", "America/Los_Angeles"])
+def test_snapshot_expiry_cut_does_not_move_with_the_time_zone(spark, lake_config, table_name, tz, monkeypatch):
+    """Three appends, the first two older than min.compaction.lag.ms, the third younger: expiry
+    keeps the newest old one (it bounds the append times still needed) and the young one, east
+    and west of UTC alike (a cut read in local time and written back as UTC moves by hours)."""
+    lag_ms = 4_000
+    ref = create_compacted_table(spark, lake_config, table_name, {"min.compaction.lag.ms": str(lag_ms)})
+    for offset in (0, 1):
+        append(spark, ref, [{"key": "a", "offset": offset, "partition": 0, "value": "x"}])
+    time.sleep(lag_ms / 1000 + 1)
+    append(spark, ref, [{"key": "b", "offset": 2, "partition": 0, "value": "y"}])
+    ids = [r["snapshot_id"] for r in spark.sql(f"SELECT snapshot_id FROM {ref.meta('snapshots')} "
+                                               "ORDER BY committed_at").collect()]
+    monkeypatch.setenv("TZ", tz)  # the machine's zone, as Python sees it; Spark's session zone stays UTC
+    time.tzset()
+    try:
+        maintain_table(spark, lake_config, table_name)
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    left = {r["snapshot_id"] for r in spark.sql(f"SELECT snapshot_id FROM {ref.meta('snapshots')}").collect()}
+    assert ids[0] not in left and {ids[1], ids[2]} <= left
+
+
+def test_snapshot_expiry_keeps_what_the_tables_own_history_settings_ask_for(spark, lake_config, table_name):
+    """history.expire.min-snapshots-to-keep=3: maintenance keeps three snapshots where it would
+    keep one, and says what bounds physical deletion then."""
+    ref = create_compacted_table(spark, lake_config, table_name, {"history.expire.min-snapshots-to-keep": "3"})
+    for offset in range(5):
+        append(spark, ref, [{"key": "a", "offset": offset, "partition": 0, "value": f"v{offset}"}])
+    out = maintain_table(spark, lake_config, table_name)
+    left = spark.sql(f"SELECT count(*) AS n FROM {ref.meta('snapshots')}").collect()[0]["n"]
+    assert left == 3 and out["snapshots_expired"] == 2 and "not bounded in time" in out["physical_deletion"]

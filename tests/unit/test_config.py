@@ -215,8 +215,8 @@ BAD_VALUES = [
     ("min.cleanable.dirty.ratio", "", "not a number"),
     ("min.cleanable.dirty.ratio", "1.5", "must be between 0 and 1"),
     ("min.cleanable.dirty.ratio", "-0.1", "must be between 0 and 1"),
-    ("min.cleanable.dirty.ratio", "nan", "must be between 0 and 1"),
-    ("min.cleanable.dirty.ratio", "inf", "must be between 0 and 1"),
+    ("min.cleanable.dirty.ratio", "nan", "not a number"),
+    ("min.cleanable.dirty.ratio", "inf", "not a number"),
     # boolean
     ("compaction.retain.log.end.record", "yes", "must be true or false"),
     ("compaction.retain.log.end.record", "1", "must be true or false"),
@@ -258,9 +258,9 @@ def test_max_lag_below_min_lag_across_sources():
 def test_column_names_are_case_insensitive_and_types_normalised():
     columns = {"KEY": "STRING", "Offset": "BIGINT", "Headers": "ARRAY<STRUCT<key: string, value: binary>>"}
     cfg = resolve_table(TABLE, {"compaction.strategy": "header", "compaction.strategy.header": "v"}, columns)
-    assert cfg.key_columns == ("key",)
-    assert cfg.offset_column == "offset"
-    assert cfg.headers_column == "headers"
+    assert cfg.key_columns == ("KEY",)  # the schema's spelling: Iceberg's metrics are keyed by it
+    assert cfg.offset_column == "Offset"
+    assert cfg.headers_column == "Headers"
     assert cfg.partition_column is None and cfg.tombstone_column is None and cfg.value_column is None
 
 
@@ -410,9 +410,12 @@ def test_missing_timestamp_column_is_fine_for_other_strategies():
 
 # --- header strategy
 def test_header_strategy():
-    cfg = resolve_table(TABLE, {"compaction.strategy": "header", "compaction.strategy.header": " version "}, ALL_COLUMNS)
+    cfg = resolve_table(TABLE, {"compaction.strategy": "header", "compaction.strategy.header": "version"}, ALL_COLUMNS)
     assert cfg.strategy == "header" and cfg.versioned
     assert cfg.version_header == "version"
+    # a Kafka header key is matched exactly: " version " is another header
+    spaced = resolve_table(TABLE, {"compaction.strategy": "header", "compaction.strategy.header": " version "}, ALL_COLUMNS)
+    assert spaced.version_header == " version "
     assert cfg.headers_column == "headers"
     assert cfg.timestamp_column is None
 
@@ -822,3 +825,57 @@ def test_spark_conf_jvm_options_driver_and_executors_and_overridable():
     assert conf["spark.executor.extraJavaOptions"] == JVM_OPTIONS
     custom = LakecleanerConfig(spark=SparkConfig(conf={"spark.executor.extraJavaOptions": "-Xss4m"}))
     assert spark_conf(custom)["spark.executor.extraJavaOptions"] == "-Xss4m"
+
+
+# ================================================================ settings that used to slip through
+@pytest.mark.parametrize("yaml_value,value", [("0", 0), ("-1", -1), ("'abc'", "abc"), ("true", True)])
+def test_uncleanable_after_failures_must_be_a_positive_integer(tmp_path, yaml_value, value):
+    path = write(tmp_path, f"cleaner:\n  uncleanable_after_failures: {yaml_value}\n")
+    check_error(load_error(path), None, "cleaner.uncleanable_after_failures", value, "must be a positive integer")
+
+
+@pytest.mark.parametrize("yaml, prop, value, problem", [
+    ("cleaner:\n  quarantine_suffix: ''\n", "cleaner.quarantine_suffix", "", "non-empty suffix"),
+    ("cleaner:\n  quarantine_suffix: '-q'\n", "cleaner.quarantine_suffix", "-q", "non-empty suffix"),
+    ("cleaner:\n  namespaces: shop\n", "cleaner.namespaces", "shop", "must be a list"),
+    ("cleaner:\n  namespaces: [shop, 'a`b']\n", "cleaner.namespaces", ("shop", "a`b"), "must be a list"),
+    ("cleaner:\n  meta_namespace: 'lake`cleaner'\n", "cleaner.meta_namespace", "lake`cleaner", "letters, digits"),
+    ("catalog:\n  name: 'la`ke'\n", "catalog.name", "la`ke", "letters, digits"),
+    ("quality:\n  anomalous_share_max: true\n", "quality.anomalous_share_max", True, "between 0 and 1"),
+    ("quality:\n  severity:\n    one record per kee: warn\n", "quality.severity.one record per kee", "warn",
+     "unknown rule"),
+])
+def test_yaml_settings_are_typed_and_checked(tmp_path, yaml, prop, value, problem):
+    check_error(load_error(write(tmp_path, yaml)), None, prop, value, problem)
+
+
+def test_known_quality_rule_names_load(tmp_path):
+    cfg = load_config(write(tmp_path, "quality:\n  severity:\n    freshness (max.compaction.lag.ms): warn\n"))
+    assert cfg.quality.severity == {"freshness (max.compaction.lag.ms)": "warn"}
+
+
+def test_every_rule_the_suites_build_is_a_known_name():
+    from lakecleaner.config import QUALITY_RULES
+    from lakecleaner.quality import build_history_rules, build_rules
+    from lakecleaner.rules import Checkpoint
+
+    ckpt = Checkpoint(offsets={0: 9}, history=[(0, {0: 9}, 1)])
+    for strategy, props in (("offset", {}), ("timestamp", {"compaction.strategy": "timestamp"}),
+                            ("header", {"compaction.strategy": "header", "compaction.strategy.header": "v"}),
+                            ("column", {"compaction.strategy": "column", "compaction.strategy.column": "ver"})):
+        tc = resolve_table(TABLE, props, {**ALL_COLUMNS, "ver": "bigint"})
+        names = {r.name for r in build_rules(tc, ckpt, 10**12, 1, 5, 0.05)} | {r.name for r in build_history_rules(tc)}
+        assert names <= set(QUALITY_RULES), names - set(QUALITY_RULES)
+
+
+@pytest.mark.parametrize("raw", ["1_000", "1e3", "0x10", "١٢"])
+def test_integers_are_what_kafka_accepts(raw):
+    with pytest.raises(ConfigError, match="not an integer"):
+        resolve_table(TABLE, {"delete.retention.ms": raw}, ALL_COLUMNS)
+
+
+@pytest.mark.parametrize("name", ["k`x", "o'x", 'q"x', "b\\x"])
+def test_columns_with_quote_characters_are_refused_naming_the_setting(name):
+    with pytest.raises(ConfigError) as err:
+        resolve_table(TABLE, {"compaction.key.columns": name}, {**ALL_COLUMNS, name: "string"})
+    check_error(err.value, TABLE, "compaction.key.columns", name, "not supported")

@@ -60,7 +60,7 @@ def test_must_clean_ratio_and_compaction_delay_kip354():
 
 
 def test_straddling_file_is_prorated_and_partitions_are_separate():
-    ck = Checkpoint(offsets={0: 4, 1: 100})
+    ck = Checkpoint(offsets={0: 4, 1: 9})
     files = [f(100, 0, 9, 0, p=0), f(100, 0, 9, 0, p=1), f(100, 0, 9, 0, p=2)]
     ev = evaluate_table(meta(files, ckpt=ck), NOW)
     assert ev.clean_bytes == 50 + 100 and ev.cleanable_bytes == 50 + 100  # p2 never cleaned
@@ -102,3 +102,39 @@ def test_order_must_clean_first_then_dirty_ratio():
     assert [j.table for j in plan([a, b, c, d], only=["t.a", "t.d"])] == ["t.a"]
     assert [j.table for j in plan([a, b, c, d], only=["t.a", "t.d"], force=True)] == ["t.a", "t.d"]
     assert "t.b" in format_table([a, b, c, d]) and "must clean" in format_table([b])
+
+
+@pytest.mark.parametrize("stored", ["null", "[]", '{"history":[[1]]}', '{"offsets":{"0":"x"}}'])
+def test_corrupt_checkpoint_is_that_tables_row_and_the_others_are_evaluated(stored):
+    bad = TableMetadata("t.bad", {"cleanup.policy": "compact", "lakecleaner.checkpoint": stored}, COLUMNS,
+                        [f(100, 0, 9, 0)])
+    ev = evaluate_table(bad, NOW)
+    assert ev.status == "invalid checkpoint" and ev.reason.startswith("table t.bad: invalid checkpoint: ")
+    assert evaluate_table(meta([f(100, 0, 9, 0)]), NOW).eligible
+
+
+def test_checkpoint_past_the_log_end_is_reset_and_the_partition_is_dirty_again():
+    # partition 0 was truncated and refilled from offset 0; partition 1 is as the checkpoint says
+    ck = Checkpoint(offsets={0: 500, 1: 9})
+    files = [f(100, 0, 40, 0, p=0), f(100, 0, 9, 0, p=1)]
+    ev = evaluate_table(meta(files, ckpt=ck), NOW)
+    assert ev.eligible and ev.reason.startswith("checkpoint past the log end of partition(s) 0: reset")
+    assert (ev.clean_bytes, ev.cleanable_bytes) == (100, 100)
+    # a file of several partitions hides each partition's end: nothing is reset
+    mixed = evaluate_table(meta([f(100, 0, 40, 0, p=MIXED), *files], ckpt=ck), NOW)
+    assert "reset" not in mixed.reason
+    # without retain_log_end_record the log end may legitimately be gone: nothing is reset
+    free = evaluate_table(meta(files, {"compaction.retain.log.end.record": "false"}, ck), NOW)
+    assert "reset" not in free.reason and free.cleanable_bytes == 0
+
+
+def test_a_tables_snapshot_retention_that_outlasts_the_bound_is_said_with_the_bound_that_holds():
+    plain = evaluate_table(meta([f(100, 0, 9, 0)], {"max.compaction.lag.ms": "3600000"}), NOW)
+    assert plain.physical_deletion is None
+    aged = evaluate_table(meta([f(100, 0, 9, 0)], {"max.compaction.lag.ms": "3600000",
+                                                   "history.expire.max-snapshot-age-ms": "432000000"}), NOW)
+    assert "history.expire.max-snapshot-age-ms=432000000" in aged.physical_deletion
+    kept = evaluate_table(meta([f(100, 0, 9, 0)], {"history.expire.min-snapshots-to-keep": "5"}), NOW)
+    assert "not bounded in time" in kept.physical_deletion
+    bad = evaluate_table(meta([f(100, 0, 9, 0)], {"history.expire.min-snapshots-to-keep": "0"}), NOW)
+    assert bad.status == "invalid config" and "history.expire.min-snapshots-to-keep" in bad.reason

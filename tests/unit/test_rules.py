@@ -12,12 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakecleaner.rules import (
+    MAX_HISTORY_ENTRIES,
     NO_PARTITION,
     Checkpoint,
+    CheckpointError,
     allot_budget,
     decode_version_header,
     encode_version_header,
     is_tombstone,
+    log_ends,
     order_key,
     partitions_of,
 )
@@ -393,11 +396,34 @@ def test_offsets_only_move_forward():
     assert after.history == ck.history  # nothing moved: no entry
 
 
-def test_partial_move_records_full_offsets():
+def test_an_entry_records_only_the_partitions_its_run_moved():
     ck = Checkpoint().advanced(1000, {0: 10, 1: 10}, {}, DAY)
     after = ck.advanced(2000, {0: 3, 1: 20}, {}, DAY)
     assert after.offsets == {0: 10, 1: 20}
-    assert after.history == [(1000, {0: 10, 1: 10}, 0), (2000, {0: 10, 1: 20}, 0)]
+    assert after.history == [(1000, {0: 10, 1: 10}, 0), (2000, {1: 20}, 0)]
+    assert after.first_cleaned_at(0, 10) == 1000 and after.first_cleaned_at(1, 15) == 2000
+
+
+def test_pruning_folds_what_older_entries_cleaned_into_the_oldest_kept():
+    ck = Checkpoint().advanced(0, {0: 10}, {}, 100).advanced(50, {1: 5}, {}, 100).advanced(300, {1: 9}, {}, 100)
+    assert ck.history == [(50, {0: 10, 1: 5}, 0), (300, {1: 9}, 0)]
+    assert ck.expired_through(0, 300, 100) == 10 and ck.expired_through(1, 300, 100) == 5
+
+
+def test_a_checkpoint_stays_small_with_many_partitions_and_an_endless_retention():
+    """100 partitions, a run every 15 minutes for 30 days, tombstones kept forever: the history is
+    bounded (merged entries date their offsets later, so tombstones expire later, never early)."""
+    ck, reference, runs = Checkpoint(), [], 30 * 96
+    for i in range(runs):
+        now = i * 900_000
+        ends = {p: i * 10 + p % 3 for p in range(100) if (i + p) % 7 == 0}
+        ck = ck.advanced(now, ends, {}, LONG_MAX)
+        if ends:
+            reference.append((now, dict(ends)))
+    assert len(ck.history) <= MAX_HISTORY_ENTRIES and len(ck.to_json()) < 200_000
+    for p, offset in ((0, 5), (3, 700), (42, 20_000), (99, ck.offsets[99])):
+        truth = next(at for at, ends in reference if ends.get(p, -1) >= offset)
+        assert ck.first_cleaned_at(p, offset) >= truth
 
 
 def test_new_partition_counts_as_moved():
@@ -654,8 +680,9 @@ def test_horizon_agrees_with_first_cleaned_at(runs, retention, wait):
         for p, end in prev.offsets.items():  # offsets never move back
             assert ck.offsets[p] >= end
         assert ck.history == sorted(ck.history, key=lambda e: e[0])
-        if ck.history:
-            assert ck.history[-1][1] == ck.offsets  # the newest entry is the current state
+        moved = {p: e for p, e in ends.items() if prev.offsets.get(p) is None or e > prev.offsets[p]}
+        if moved:
+            assert ck.history[-1] == (now, moved, n)  # the newest entry is what this run moved
     query = now + wait
     for p in (None, 0, 1, 2):
         horizon = ck.expired_through(p, query, retention)
@@ -686,7 +713,7 @@ def test_tombstone_counts_follow_the_runs(runs, retention, wait):
         model = [(at, 0 if now - at > retention else c) for at, c in model]
         if moved:
             model.append((now, n))
-            assert ck.history[-1] == (now, ck.offsets, n)
+            assert ck.history[-1][0] == now and ck.history[-1][2] == n
         else:
             assert len(ck.history) <= len(prev.history)
         for at, _, c in ck.history:
@@ -708,3 +735,37 @@ def test_tombstone_counts_follow_the_runs(runs, retention, wait):
         expected = any(c > 0 and query - at > retention for at, c in model)
         assert ck.tombstones_due(query, retention) == expected
     assert not ck.advanced(now + wait, {}, {}, retention).tombstones_due(now + wait, retention)
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("null", "expected an object"), ("[]", "expected an object"), ('"x"', "expected an object"),
+    ("{bad", "not JSON"), ('{"history": [[1]]}', "history[0]: expected [run time, offsets, tombstones]"),
+    ('{"history": {"a": 1}}', "history: expected a list"), ('{"offsets": []}', "offsets: expected an object"),
+    ('{"offsets": {"0": "5"}}', "offsets[0]: expected an integer"), ('{"offsets": {"0": true}}', "expected an integer"),
+    ('{"offsets": {"0": 1.5}}', "expected an integer"), ('{"offsets": {"zero": 5}}', "partition 'zero'"),
+    ('{"history": [[-1, {}, 0]]}', "run time: expected an integer >= 0"),
+    ('{"history": [[1, {"0": 2}, -3]]}', "tombstones: expected an integer >= 0"),
+    ('{"history": [[1, null]]}', "history[0] offsets"), ('{"retained": {"0": null}}', "retained[0]"),
+    ('{"offset": {}}', "unknown field(s) 'offset'"),
+])
+def test_a_checkpoint_not_written_by_the_cleaner_is_a_named_error(text, problem):
+    with pytest.raises(CheckpointError) as err:
+        Checkpoint.from_json(text)
+    assert str(err.value).startswith("invalid checkpoint: ") and problem in str(err.value)
+
+
+def test_checkpoint_past_the_log_end_is_reset_for_that_partition_only():
+    ck = Checkpoint(offsets={0: 50, 1: 9}, history=[(1, {0: 50, 1: 9}, 2)], retained={0: 50})
+    same, reset = ck.reset_past_log_end({0: 60, 1: 9})
+    assert same is ck and reset == []
+    back, reset = ck.reset_past_log_end({0: 20, 1: 30})
+    assert reset == [0] and back == Checkpoint(offsets={1: 9}, history=[(1, {1: 9}, 2)], retained={})
+    assert ck.reset_past_log_end(None) == (ck, [])  # metrics cannot say: leave it
+
+
+def test_log_ends_from_file_metrics():
+    assert log_ends([(0, 5), (0, 9), (1, 3)], partitioned=True) == {0: 9, 1: 3}
+    assert log_ends([(None, 5), (None, 9)], partitioned=False) == {None: 9}
+    assert log_ends([(0, 5), (None, 9)], partitioned=True) is None  # a file of several partitions
+    assert log_ends([(0, None)], partitioned=True) is None  # no offset metrics
+    assert log_ends([], partitioned=True) == {}

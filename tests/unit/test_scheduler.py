@@ -141,3 +141,43 @@ def test_cleaner_metrics_per_table_and_overall_are_kept(tmp_path):
     assert metrics["tables"]["a.late"]["last_run"] == {"status": "ok", "removed_superseded": 7}
     kept = json.loads((tmp_path / "_lakecleaner" / "metrics" / "11000.json").read_text())
     assert kept["overall"] == metrics["overall"]
+
+
+def test_an_invalid_checkpoint_fails_the_run():
+    evaluations = [{"table": "a.ck", "status": "invalid checkpoint", "reason": "table a.ck: invalid checkpoint: x"}]
+    report = scheduler.summarize(evaluations, [], {}, {})
+    assert report["failed"] == ["a.ck"] and report["not_run"][0]["status"] == "invalid checkpoint"
+
+
+def test_catalog_secrets_stay_out_of_argv_and_xcom(tmp_path):
+    """Catalog properties (tokens, JDBC passwords) never reach a spark-submit command line or the
+    DAG's mapped arguments (stored as XCom): the job sets the catalog's conf from its config file."""
+    import json
+
+    from lakecleaner.cli import submit_command
+    from lakecleaner.config import CatalogConfig, LakecleanerConfig
+    from lakecleaner.spark import REDACTION, spark_conf
+
+    cfg = LakecleanerConfig(catalog=CatalogConfig(
+        type="rest", warehouse="s3://bucket/wh", properties={"uri": "http://cat", "token": "s3cr3t-token"},
+        spark_properties={"jdbc.password": "s3cr3t-pw", "credential": "id:s3cr3t-cred"}))
+    assert "s3cr3t-token" in json.dumps(spark_conf(cfg))  # the job's own session still gets them
+    shared = scheduler.submit_options(cfg, tmp_path)
+    argv = submit_command(cfg, "/etc/lakecleaner.yaml", "clean.py", ["a.t"], str(tmp_path))
+    for exposed in (json.dumps(shared), " ".join(argv)):
+        assert "s3cr3t" not in exposed and "spark.sql.catalog.lake" not in exposed
+    import re
+    assert all(re.search(REDACTION, key) for key in ("spark.sql.catalog.lake.token", "x.credential", "jdbc.password"))
+
+
+def test_evaluate_json_rows_carry_the_plan_in_plan_order():
+    from lakecleaner.evaluate import Evaluation
+
+    evs = [Evaluation("a.clean", "not eligible", "clean"),
+           Evaluation("a.dirty", "eligible", "dirty", dirty_ratio=0.9),
+           Evaluation("a.bad", "invalid config", "x"),
+           Evaluation("a.late", "eligible", "must", dirty_ratio=0.6, must_clean_ratio=0.2)]
+    rows = scheduler.plan_rows(evs)
+    assert [(r["table"], r["plan_rank"]) for r in rows] == [
+        ("a.late", 1), ("a.dirty", 2), ("a.clean", None), ("a.bad", None)]
+    assert set(evs[0].as_dict()) <= set(rows[0])  # every field of today's rows is kept

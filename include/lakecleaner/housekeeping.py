@@ -1,0 +1,110 @@
+"""The cleaner's own files and tables, kept to a bounded size like any table it cleans.
+
+Without this, every interval adds a metrics document, an application report per application, a
+data-quality result and a GX validation (and its Data Docs page) per table, and a run-history row
+(a small data file, a snapshot) per table: they grow without end, and so do the pages that read
+them. Everything older than ``cleaner.own_files_retention_days`` goes, except each table's newest
+data-quality result; the run history is maintained once a day: old rows deleted, small files
+rewritten, old snapshots expired.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+
+from .config import LakecleanerConfig
+from .state import local_path, read_document, write_document
+
+log = logging.getLogger(__name__)
+
+DAY_MS = 86_400_000
+HISTORY_MAINTENANCE = "housekeeping/run_history.json"  # when the run history was last maintained
+
+
+def retention_cutoff_ms(cfg: LakecleanerConfig, now_ms: int) -> int:
+    return now_ms - cfg.cleaner.own_files_retention_days * DAY_MS
+
+
+def prune_documents(cfg: LakecleanerConfig, now_ms: int) -> dict[str, int]:
+    """Delete the cleaner's documents older than the retention (by modification time): metrics,
+    application reports, data-quality results (each table's newest kept) and GX's stored
+    validations with their Data Docs pages. Returns how many of each went. Object-store state
+    roots are left to the store's lifecycle rules."""
+    root = local_path(cfg.state_root)
+    if root is None:
+        return {}
+    cutoff_s = retention_cutoff_ms(cfg, now_ms) / 1000
+    base = Path(root)
+    gx = base / "quality" / "gx"
+    removed = {
+        "metrics": _remove_older(base / "metrics", "*.json", cutoff_s),
+        "application_reports": _remove_older(base / "batches", "*", cutoff_s),
+        "validations": _remove_older(gx / "uncommitted" / "validations", "**/*.json", cutoff_s),
+        "data_docs_pages": _remove_older(gx / "uncommitted" / "data_docs" / "local_site" / "validations",
+                                         "**/*.html", cutoff_s),
+        "quality_results": 0,
+    }
+    results = base / "quality" / "results"
+    for table_dir in (results.iterdir() if results.is_dir() else ()):
+        newest_first = sorted(table_dir.glob("*.json"), key=_mtime, reverse=True)
+        for path in newest_first[1:]:
+            if _mtime(path) < cutoff_s:
+                path.unlink(missing_ok=True)
+                removed["quality_results"] += 1
+    return removed
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return float("inf")  # gone meanwhile: nothing to remove
+
+
+def _remove_older(directory: Path, pattern: str, cutoff_s: float) -> int:
+    if not directory.is_dir():
+        return 0
+    count = 0
+    for path in list(directory.glob(pattern)):
+        newest = max((_mtime(f) for f in path.rglob("*") if f.is_file()), default=0.0) if path.is_dir() else _mtime(path)
+        if newest >= cutoff_s:  # a directory (a run's reports) goes when its newest file is old
+            continue
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        count += 1
+    return count
+
+
+def run_history_due(cfg: LakecleanerConfig, now_ms: int) -> bool:
+    try:
+        last = (read_document(cfg, HISTORY_MAINTENANCE) or {}).get("last_ms")
+    except ValueError:  # unreadable: maintain it again, which rewrites the document
+        last = None
+    return not isinstance(last, int) or now_ms - last >= DAY_MS
+
+
+def maintain_run_history(spark, cfg: LakecleanerConfig, now_ms: int) -> dict[str, int]:
+    """Delete run-history rows older than the retention, rewrite its small files (one per run and
+    table) and expire its old snapshots: the UI and the DAG's summary read this table."""
+    from .engine import TableRef, _iceberg_table, ensure_history_table
+
+    ensure_history_table(spark, cfg)
+    ref = TableRef.parse(cfg.history_table, cfg.catalog.name)
+    cutoff = retention_cutoff_ms(cfg, now_ms)
+    before = spark.table(cfg.history_table).where(f"now_ms < {cutoff}").count()
+    if before:
+        spark.sql(f"DELETE FROM {ref.sql()} WHERE now_ms < {cutoff}")
+    res = spark.sql(f"CALL `{ref.catalog}`.system.rewrite_data_files(table => '{ref.short}', "
+                    "options => map('min-input-files', '5', 'remove-dangling-deletes', 'true'))").collect()
+    table = _iceberg_table(spark, ref)
+    snapshots = len(list(table.snapshots()))
+    table.expireSnapshots().expireOlderThan(int(time.time() * 1000) - DAY_MS).retainLast(1).commit()
+    table.refresh()
+    write_document(cfg, HISTORY_MAINTENANCE, {"last_ms": now_ms, "pid": os.getpid()})
+    return {"rows_deleted": before, "files_rewritten": int(res[0]["rewritten_data_files_count"]) if res else 0,
+            "snapshots_expired": snapshots - len(list(table.snapshots()))}
