@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install demo test unit bench lint clean airflow browser-deps
+.PHONY: install demo test unit bench lint clean airflow browser-deps pg-deps
 
 $(STAMP): requirements.txt requirements-dev.txt requirements.lock pyproject.toml
 	@command -v java >/dev/null || { echo "lakecleaner needs a JDK (17) on PATH for Spark" >&2; exit 1; }
@@ -21,7 +21,7 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/lakecleaner demo
 
-test: $(STAMP) browser-deps
+test: $(STAMP) browser-deps pg-deps
 	$(BIN)/python -m pytest -q
 
 unit: $(STAMP)
@@ -58,6 +58,14 @@ browser-deps:
 		echo "chromium and chromedriver are installed"; \
 	else \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	fi
+
+# A real PostgreSQL server and its JDBC driver (Debian's), for the tests on Iceberg's JDBC catalog.
+pg-deps:
+	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && test -f /usr/share/java/postgresql.jar; then \
+		echo "postgresql and its JDBC driver are installed"; \
+	else \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql libpostgresql-jdbc-java; \
 	fi
 
 clean:

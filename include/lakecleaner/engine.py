@@ -20,6 +20,7 @@ commit time of that append is the record's exact append time (rule 3).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import signal
@@ -30,14 +31,15 @@ from functools import reduce
 from typing import Any
 
 from .config import (
-    CHECKPOINT_PROPERTY, ConfigError, LakecleanerConfig, TableConfig, is_compacted, resolve_table,
+    CHECKPOINT_PROPERTY, IDENT, ConfigError, LakecleanerConfig, TableConfig, is_compacted, resolve_table,
 )
 from .rules import (
     QUARANTINE_NULL_KEY, QUARANTINE_NULL_OFFSET, QUARANTINE_NULL_PARTITION, REASON_EXPIRED_TOMBSTONE,
-    REASON_SUPERSEDED, Checkpoint, allot_budget,
+    REASON_SUPERSEDED, Checkpoint, CheckpointError, allot_budget, log_ends,
 )
 
-IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # used with fullmatch: "$" would accept a trailing newline
+log = logging.getLogger(__name__)
+
 # Up to this many keys (or removals) are broadcast to the scan of the clean part instead of
 # shuffling the clean part: the clean side then streams at scan speed. Above it the run falls back
 # to a shuffle join (with Spark's runtime Bloom filter), so memory stays bounded for any key count.
@@ -277,7 +279,10 @@ def compact_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None 
         stats.update(_compact(spark, cfg, ref, now_ms, dry_run, run_id))
         stats["status"] = "dry_run" if dry_run else "committed"
     except Exception as exc:  # noqa: BLE001 - record the failure, then fail loudly
-        stats.update(status="failed", error=str(exc) if isinstance(exc, (CompactionError, ConfigError))
+        if isinstance(exc, CommittedRunError):  # the history shows the commit and what it removed
+            stats.update(exc.result)
+        stats.update(status="committed" if isinstance(exc, CommittedRunError) else "failed",
+                     error=str(exc) if isinstance(exc, (CompactionError, ConfigError))
                      else f"table {ref.short}: {type(exc).__name__}: {_first_line(exc)}")
         stats["duration_ms"] = int((time.time() - started) * 1000)
         _record_history(spark, cfg, stats)
@@ -310,7 +315,11 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
     if not dry_run:
         _ensure_layout(spark, ref, props)
     snapshot = current_snapshot(spark, ref, refresh=False)  # the version the properties came from
-    ckpt = Checkpoint.from_json(props.get(CHECKPOINT_PROPERTY))
+    try:
+        ckpt = Checkpoint.from_json(props.get(CHECKPOINT_PROPERTY))
+    except CheckpointError as exc:
+        raise CompactionError(ref.short, f"{exc} ({CHECKPOINT_PROPERTY}; fix or unset it to clean the table from "
+                                         f"its start); nothing committed") from None
     zero = dict(records_read=0, records_kept=0, removed_superseded=0, removed_expired_tombstones=0, quarantined=0,
                 anomalous=0, dirty_records_in_run=0, bytes_read=0, bytes_written=0, files_rewritten=0,
                 delete_files_written=0, expired_tombstone_latest_cleaned_ms=None, snapshot_id=snapshot, committed_snapshot_id=None,
@@ -322,10 +331,10 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
     # Internally an unpartitioned table is partition 0; the checkpoint says None.
     to_int = lambda d: {(0 if p is None else p): v for p, v in d.items()}  # noqa: E731
     from_int = lambda d: {(None if unpartitioned else p): v for p, v in d.items()}  # noqa: E731
-    ckpt_offsets = ckpt.offsets if not unpartitioned else {None: ckpt.offsets[None]} if None in ckpt.offsets else {}
-
     base = spark.read.option("snapshot-id", snapshot).table(ref.sql())
     files = _data_files(spark, ref, tc, snapshot)
+    ckpt = _reset_past_log_end(ref, tc, ckpt, files, result)
+    ckpt_offsets = ckpt.offsets if not unpartitioned else {None: ckpt.offsets[None]} if None in ckpt.offsets else {}
     cutoff = now_ms - tc.min_compaction_lag_ms
     phase("setup_s")
     held: list = []  # persisted frames, released when the run ends
@@ -462,26 +471,71 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
                 _quarantine(spark, cfg, ref, bad_rows, run_id, now_ms)
             _fail_point("after_quarantine")
             phase("pre_merge_s")
-            commit = plan.commit(run_id) and _committed_snapshot(spark, ref, current)
-            phase("merge_s")
-            superseded, read = plan.figures(commit["summary"] if commit else {})
-            if commit:
-                summary = commit["summary"]
-                result.update(committed_snapshot_id=commit["snapshot_id"],
-                              bytes_written=int(summary.get("added-files-size", 0)),
-                              files_rewritten=int(summary.get("deleted-data-files", 0)),
-                              delete_files_written=int(summary.get("added-delete-files", 0)))
-            _fail_point("after_merge")
-            if new_ckpt.to_json() != ckpt.to_json():
-                spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ('{CHECKPOINT_PROPERTY}' = '{new_ckpt.to_json()}')")
-            phase("checkpoint_s")
-        read += quarantined
-        result.update(records_read=read, records_kept=read - superseded - expired - quarantined,
-                      removed_superseded=superseded, removed_expired_tombstones=expired, phases=phase.times)
+            try:
+                merged = plan.commit(run_id)
+            except Exception as exc:
+                raise _conflict_error(ref, exc) or exc
+            try:  # past the MERGE: a failure must say it committed, and the run is recorded as such
+                commit = merged and _committed_snapshot(spark, ref, current)
+                phase("merge_s")
+                superseded, read = plan.figures(commit["summary"] if commit else {})
+                if commit:
+                    summary = commit["summary"]
+                    result.update(committed_snapshot_id=commit["snapshot_id"],
+                                  bytes_written=int(summary.get("added-files-size", 0)),
+                                  files_rewritten=int(summary.get("deleted-data-files", 0)),
+                                  delete_files_written=int(summary.get("added-delete-files", 0)))
+                _record_figures(result, read + quarantined, superseded, expired, quarantined, phase)
+                _fail_point("after_merge")
+                if new_ckpt.to_json() != ckpt.to_json():
+                    spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES "
+                              f"('{CHECKPOINT_PROPERTY}' = '{new_ckpt.to_json()}')")
+                phase("checkpoint_s")
+            except Exception as exc:
+                if not merged:
+                    raise
+                raise CommittedRunError(ref.short, result, exc) from exc
+            return result
+        _record_figures(result, read + quarantined, superseded, expired, quarantined, phase)
         return result
     finally:
         for frame in held:
             frame.unpersist()
+
+
+# Iceberg refused the commit: another writer's commit conflicts with what the run read. Its metadata
+# swap never happened (unlike CommitStateUnknownException, which is not matched here).
+_CONFLICTS = ("org.apache.iceberg.exceptions.ValidationException", "org.apache.iceberg.exceptions.CommitFailedException")
+
+
+def _conflict_error(ref: TableRef, exc: BaseException) -> CompactionError | None:
+    text = str(exc)
+    found = next((name for name in _CONFLICTS if name in text), None)
+    if found is None:
+        return None
+    detail = text[text.index(found) + len(found):].lstrip(": ").splitlines()[0][:300]
+    return CompactionError(ref.short, f"a concurrent commit conflicts with this run (another cleaner or writer: "
+                                      f"{found.rsplit('.', 1)[1]}: {detail}); nothing committed, the next run "
+                                      f"starts over")
+
+
+def _record_figures(result: dict, read: int, superseded: int, expired: int, quarantined: int, phase) -> None:
+    result.update(records_read=read, records_kept=read - superseded - expired - quarantined,
+                  removed_superseded=superseded, removed_expired_tombstones=expired, phases=phase.times)
+
+
+class CommittedRunError(CompactionError):
+    """A step after the run's MERGE committed failed (finding its snapshot, writing the checkpoint).
+    The table is cleaned as the run decided; only the checkpoint did not move, so the next run
+    re-examines the same records (removing nothing twice). ``result`` holds the run's figures, so
+    the history records the commit and the tombstone audit sees what it removed."""
+
+    def __init__(self, table: str, result: dict, cause: BaseException):
+        self.result = result
+        snapshot = result.get("committed_snapshot_id")
+        super().__init__(table, f"the run committed (snapshot {snapshot or 'not found'}) but a later step failed: "
+                                f"{type(cause).__name__}: {_first_line(cause)}; the checkpoint was not advanced, "
+                                f"the next run re-examines the same records")
 
 
 @dataclass
@@ -792,6 +846,22 @@ def _ensure_layout(spark, ref: TableRef, props: dict[str, str]) -> None:
         spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ({assignments})")
 
 
+def _reset_past_log_end(ref: TableRef, tc: TableConfig, ckpt: Checkpoint, files: list, result: dict) -> Checkpoint:
+    """The checkpoint, reset for partitions it claims cleaned past their log end (see
+    Checkpoint.reset_past_log_end), with a warning and the reset partitions in the run's result."""
+    if not tc.retain_log_end_record:
+        return ckpt
+    partitioned = tc.partition_column is not None
+    by_file = (((f["p_lower_bound"] if f["p_lower_bound"] == f["p_upper_bound"] else None) if partitioned else None,
+                f["o_upper_bound"]) for f in files)
+    ckpt, reset = ckpt.reset_past_log_end(log_ends(by_file, partitioned))
+    if reset:
+        log.warning("lakecleaner: table %s: checkpoint past the log end of partition(s) %s (truncated or recreated?): "
+                    "reset, those partitions are cleaned from their start", ref.short, reset)
+        result["checkpoint_reset"] = ["-" if p is None else p for p in reset]
+    return ckpt
+
+
 def _data_files(spark, ref: TableRef, tc: TableConfig, snapshot: int) -> list:
     """Live data files at ``snapshot`` with what the run needs from Iceberg's metrics: offset and
     partition bounds, null counts of the identity columns (unknown where a column has no metrics),
@@ -867,15 +937,43 @@ def quarantine_table(cfg: LakecleanerConfig, ref: TableRef) -> TableRef:
 
 def _quarantine(spark, cfg: LakecleanerConfig, ref: TableRef, bad_rows, run_id: str, now_ms: int) -> None:
     """Copy bad records to <table>__quarantine first; the MERGE removes them from the source after.
-    A crash in between leaves a duplicate in quarantine, never a loss."""
+    A crash in between leaves a duplicate in quarantine, never a loss. The quarantine follows the
+    source's schema (Iceberg's schema merge on write: added columns are added, dropped ones left
+    null), so a source schema change does not fail every later run with bad rows."""
     from pyspark.sql import functions as F
 
     qref = quarantine_table(cfg, ref)
     rows = bad_rows.withColumn("quarantine_run_id", F.lit(run_id)).withColumn(
         "quarantined_at", F.lit(now_ms).cast("bigint"))
-    if not spark.catalog.tableExists(qref.sql().replace("`", "")):
-        rows.limit(0).writeTo(qref.sql()).using("iceberg").tableProperty("format-version", "2").createOrReplace()
-    rows.writeTo(qref.sql()).append()
+    created = _create_unless_exists(
+        lambda: rows.limit(0).writeTo(qref.sql()).using("iceberg").tableProperty("format-version", "2")
+        .tableProperty(ACCEPT_ANY_SCHEMA, "true").create())
+    if not created and _iceberg_table(spark, qref).properties().get(ACCEPT_ANY_SCHEMA) != "true":  # an older one
+        spark.sql(f"ALTER TABLE {qref.sql()} SET TBLPROPERTIES ('{ACCEPT_ANY_SCHEMA}' = 'true')")
+    rows.writeTo(qref.sql()).option("merge-schema", "true").option("check-ordering", "false").append()
+
+
+ACCEPT_ANY_SCHEMA = "write.spark.accept-any-schema"
+
+
+def _create_unless_exists(create) -> bool:
+    """Create a table or namespace the cleaner owns; False when it exists already. No check-then-create:
+    two cleaners (or a cleaner and an operator) on a shared catalog may both find it missing, and the
+    catalog's atomic create decides. Never create-or-replace, which would empty a quarantine that
+    another process has just filled."""
+    try:
+        create()
+        return True
+    except Exception as exc:  # noqa: BLE001 - Spark's TableAlreadyExists or Iceberg's AlreadyExists via Py4J
+        if _already_exists(exc):
+            return False
+        raise
+
+
+def _already_exists(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__}: {exc}"
+    return any(m in text for m in ("AlreadyExistsException", "TABLE_OR_VIEW_ALREADY_EXISTS",
+                                   "SCHEMA_ALREADY_EXISTS", "already exists"))
 
 
 HISTORY_SCHEMA = (
@@ -893,8 +991,11 @@ def ensure_history_table(spark, cfg: LakecleanerConfig) -> None:
     (Iceberg adds columns in metadata only; old rows read them as null)."""
     from pyspark.sql.types import _parse_datatype_string
 
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{cfg.catalog.name}`.`{cfg.cleaner.meta_namespace}`")
-    spark.sql(f"CREATE TABLE IF NOT EXISTS {cfg.history_table} ({HISTORY_SCHEMA}) USING iceberg")
+    # IF NOT EXISTS is itself check-then-create inside Spark: another process can win in between
+    _create_unless_exists(lambda: spark.sql(
+        f"CREATE NAMESPACE IF NOT EXISTS `{cfg.catalog.name}`.`{cfg.cleaner.meta_namespace}`"))
+    _create_unless_exists(lambda: spark.sql(
+        f"CREATE TABLE IF NOT EXISTS {cfg.history_table} ({HISTORY_SCHEMA}) USING iceberg"))
     have = {f.name for f in spark.table(cfg.history_table).schema.fields}
     added = [f"{f.name} {f.dataType.simpleString()}" for f in _parse_datatype_string(HISTORY_SCHEMA).fields
              if f.name not in have]

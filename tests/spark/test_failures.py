@@ -161,9 +161,17 @@ def test_a_crash_between_commits_is_safe_to_repeat(spark, lake_config, table_nam
     keyless = spark.table(ref.sql()).where("key IS NULL").count()
     assert keyless > 0
     monkeypatch.setenv("LAKECLEANER_FAIL_AT", fail_at)
-    with pytest.raises(CompactionError, match=f"table {table_name}: .*injected failure at {fail_at}"):
+    with pytest.raises(CompactionError, match=f"table {table_name}: .*injected failure at {fail_at}") as err:
         compact_table(spark, lake_config, table_name, now_ms=now)
     assert CHECKPOINT_PROPERTY not in _props(spark, ref)  # the checkpoint was never recorded
+    run = spark.table(lake_config.history_table).where(f"table_name = '{table_name}' AND now_ms = {now}").collect()
+    assert len(run) == 1
+    if fail_at == "after_merge":  # the MERGE committed: said so, and recorded with what it removed
+        assert "the run committed (snapshot " in str(err.value) and "checkpoint was not advanced" in str(err.value)
+        assert run[0]["status"] == "committed" and run[0]["committed_snapshot_id"] is not None
+        assert run[0]["removed_superseded"] > 0 and "injected failure" in run[0]["error"]
+    else:
+        assert run[0]["status"] == "failed" and run[0]["committed_snapshot_id"] is None
     monkeypatch.delenv("LAKECLEANER_FAIL_AT")
     compact_table(spark, lake_config, table_name, now_ms=now)
     assert _ids(spark, ref) == expected
@@ -292,3 +300,79 @@ def test_a_late_arrival_inside_the_run_range_stops_an_offset_map_run(spark, lake
     expected, _ = _expected(spark, lake_config, table_name, now)
     compact_table(spark, lake_config, table_name, now_ms=now)
     assert _ids(spark, ref) == expected
+
+
+def test_a_checkpoint_past_the_log_end_is_reset_and_the_partition_cleaned_from_its_start(spark, lake_config,
+                                                                                          table_name):
+    """Partition 0 is truncated and its topic recreated (offsets from 0 again): the checkpoint
+    claims it cleaned through offset 58. The run resets partition 0, as Kafka resets a cleaner
+    offset past the log end, and compacts it from its start; partition 1 keeps its checkpoint."""
+    ref = create_compacted_table(spark, lake_config, table_name)
+    append(spark, ref, _rows(0, 60))
+    compact_table(spark, lake_config, table_name)
+    spark.sql(f"DELETE FROM {ref.sql()} WHERE `partition` = 0")
+    append(spark, ref, [r for r in _rows(0, 20) if r["partition"] == 0])
+    now = int(time.time() * 1000)
+    records, tc = read_model_records(spark, lake_config, table_name)
+    stored = Checkpoint.from_json(_props(spark, ref)[CHECKPOINT_PROPERTY])
+    assert stored.offsets[0] == 58 and stored.offsets[1] == 59
+    outcome = compact(records, Checkpoint(offsets={1: 59}, history=[(at, {1: o[1]}, n) for at, o, n in stored.history]),
+                      tc, now)
+    stats = compact_table(spark, lake_config, table_name, now_ms=now)
+    assert stats["checkpoint_reset"] == [0] and stats["status"] == "committed"
+    assert _ids(spark, ref) == sorted(r.id for r in outcome.survivors(records))
+    assert len([i for i in _ids(spark, ref) if i[0] == 0]) == 5  # the five keys of the refilled partition
+    assert Checkpoint.from_json(_props(spark, ref)[CHECKPOINT_PROPERTY]).offsets == {0: 18, 1: 59}
+
+
+def test_columns_named_in_another_case_are_read_by_their_schema_spelling(spark, lake_config, table_name):
+    """compaction.offset.column=OFFSET for a column `offset`: Iceberg's metrics are keyed by the
+    schema's spelling, so a run that looked them up as configured saw no offset bounds at all."""
+    props = {"compaction.offset.column": "OFFSET", "compaction.key.columns": "KEY",
+             "compaction.partition.column": "Partition"}
+    ref = create_compacted_table(spark, lake_config, table_name, props)
+    append(spark, ref, _rows(0, 30))
+    compact_table(spark, lake_config, table_name)
+    append(spark, ref, _rows(30, 30))
+    now = int(time.time() * 1000)
+    expected, _ = _expected(spark, lake_config, table_name, now)
+    stats = compact_table(spark, lake_config, table_name, now_ms=now)
+    assert stats["status"] == "committed" and _ids(spark, ref) == expected
+    assert stats["files_rewritten"] + stats["delete_files_written"] > 0 and stats["records_read"] < 60
+
+
+def test_the_quarantine_follows_the_sources_schema(spark, lake_config, table_name):
+    """A source column added after the quarantine table was created: later bad rows carry it into
+    quarantine instead of failing every run that has bad rows."""
+    ref = create_compacted_table(spark, lake_config, table_name)
+    append(spark, ref, _rows(0, 10, null_key_every=5))
+    compact_table(spark, lake_config, table_name)
+    spark.sql(f"ALTER TABLE {ref.sql()} ADD COLUMN region string")
+    schema = spark.table(ref.sql()).schema
+    new = [{"key": None, "offset": 10, "partition": 0, "value": "v", "region": "eu"},
+           {"key": "k1", "offset": 11, "partition": 1, "value": "w", "region": "us"}]
+    spark.createDataFrame([tuple(r.get(f.name) for f in schema.fields) for r in new], schema).writeTo(ref.sql()).append()
+    now = int(time.time() * 1000)
+    expected, _ = _expected(spark, lake_config, table_name, now)
+    stats = compact_table(spark, lake_config, table_name, now_ms=now)
+    assert stats["status"] == "committed" and stats["quarantined"] == 1 and _ids(spark, ref) == expected
+    quarantine = spark.table(ref.sql("__quarantine"))
+    assert "region" in quarantine.columns
+    assert [r["region"] for r in quarantine.where("offset = 10").collect()] == ["eu"]
+    assert quarantine.where("region IS NULL").count() == 2  # the earlier rows, from before the column
+
+
+def test_a_quarantine_created_by_another_cleaner_meanwhile_keeps_its_rows(spark, lake_config, table_name,
+                                                                          monkeypatch):
+    """Two cleaners on a shared catalog may both find the quarantine missing; the one that creates it
+    second must append to it, never replace it (which emptied the rows the first had just copied)."""
+    ref = create_compacted_table(spark, lake_config, table_name)
+    append(spark, ref, _rows(0, 10, null_key_every=5))
+    assert compact_table(spark, lake_config, table_name)["quarantined"] == 2
+    append(spark, ref, _rows(10, 10, null_key_every=5))
+    # the other cleaner's create lands between this run's look and its create
+    monkeypatch.setattr(spark.catalog, "tableExists", lambda *args, **kwargs: False)
+    stats = compact_table(spark, lake_config, table_name)
+    assert stats["status"] == "committed" and stats["quarantined"] == 2
+    quarantined = sorted(r["offset"] for r in spark.table(ref.sql("__quarantine")).select("offset").collect())
+    assert quarantined == [0, 5, 10, 15]
