@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
 
 from .config import CHECKPOINT_PROPERTY, LONG_MAX, LakecleanerConfig, TableConfig, physical_deletion_bound
 from .engine import TableRef, _iceberg_table, load_table_config, snapshot_summary
@@ -39,15 +40,78 @@ MAX_DATA_MANIFESTS = 8
 log = logging.getLogger(__name__)
 
 
-def _clean_part_sql(tc, ckpt: Checkpoint) -> str | None:
-    """SQL filter for the clean part; rewriting only it keeps dirty records' append times intact."""
-    if not ckpt.offsets:
-        return None
+@dataclass(frozen=True)
+class FileBounds:
+    """What Iceberg's metrics say of one live data file: its Kafka-partition and offset bounds
+    (None where the file has no metrics for the column)."""
+    partition_lower: int | None
+    partition_upper: int | None
+    offset_lower: int | None
+    offset_upper: int | None
+
+
+def clean_rewrite_cuts(checkpoint_offsets: Mapping, files: Iterable[FileBounds], partitioned: bool) -> dict | None:
+    """Per partition, the offset up to which the clean-part rewrite may select files.
+
+    rewrite_data_files selects every file that *may* hold a matching row and rewrites it whole, so
+    a file straddling the checkpoint (a run cut by compaction.max.records.per.run, a late arrival)
+    would have its dirty records rewritten into the rewrite's snapshot: their append time, from
+    which min.compaction.lag.ms and max.compaction.lag.ms are counted, would restart. Each cut is
+    the checkpoint lowered below the first offset of every file that is not provably clean, so
+    only files wholly at or below the checkpoint can match; those skipped now are rewritten by a
+    later maintenance, once the checkpoint has passed them. None: no safe cut (a file that may be
+    dirty has no offset metrics)."""
+    keys = [p for p in checkpoint_offsets if (p is not None) == partitioned]
+    cuts = {p: checkpoint_offsets[p] for p in keys}
+    for f in files:
+        held, only_those = _partitions_held(f, keys, partitioned)
+        if only_those and f.offset_upper is not None and all(f.offset_upper <= checkpoint_offsets[p] for p in held):
+            continue  # wholly clean
+        if held and f.offset_lower is None:
+            return None
+        for p in held:
+            cuts[p] = min(cuts[p], f.offset_lower - 1)
+    return cuts
+
+
+def _partitions_held(f: FileBounds, keys: list, partitioned: bool) -> tuple[list, bool]:
+    """The checkpoint's partitions a file may hold, and whether it holds no other (one the
+    checkpoint has not seen, wholly dirty)."""
+    if not partitioned:
+        return ([None], True) if None in keys else ([], False)
+    lo, hi = f.partition_lower, f.partition_upper
+    if lo is None or hi is None:
+        return list(keys), False
+    held = [p for p in keys if lo <= p <= hi]
+    return held, hi - lo + 1 == len(held)
+
+
+def _clean_part_sql(tc, cuts: Mapping) -> str | None:
+    """SQL filter for the clean part's rewrite (identifiers are checked by config: no backticks)."""
     o = f"`{tc.offset_column}`"
     if tc.partition_column is None:
-        return f"{o} <= {ckpt.offsets[None]}" if None in ckpt.offsets else None
+        return f"{o} <= {cuts[None]}" if None in cuts else None
     p = f"`{tc.partition_column}`"
-    return " OR ".join(f"({p} = {part} AND {o} <= {off})" for part, off in sorted(ckpt.offsets.items()))
+    return " OR ".join(f"({p} = {part} AND {o} <= {off})" for part, off in sorted(cuts.items())) or None
+
+
+def _clean_rewrite_filter(spark, ref: TableRef, tc: TableConfig, ckpt: Checkpoint) -> str | None:
+    from .engine import _data_files
+
+    if not ckpt.offsets:
+        return None
+    current = _iceberg_table(spark, ref).currentSnapshot()
+    if current is None:
+        return None
+    files = [FileBounds(f["p_lower_bound"] if tc.partition_column else None,
+                        f["p_upper_bound"] if tc.partition_column else None, f["o_lower_bound"], f["o_upper_bound"])
+             for f in _data_files(spark, ref, tc, current.snapshotId())]
+    cuts = clean_rewrite_cuts(ckpt.offsets, files, tc.partition_column is not None)
+    if cuts is None:
+        log.warning("lakecleaner: table %s: a data file without offset metrics may hold dirty records; "
+                    "the clean part is not rewritten (it would re-date them)", ref.short)
+        return None
+    return _clean_part_sql(tc, cuts)
 
 
 def maintain_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None = None) -> dict[str, Any]:
@@ -63,8 +127,9 @@ def maintain_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None
     data_rows, deleted_rows = int(summary.get("total-records", 0)), int(summary.get("total-position-deletes", 0))
     out["delete_ratio"] = round(deleted_rows / data_rows, 4) if data_rows else 0.0
     gdpr = tc.max_compaction_lag_ms < LONG_MAX
-    where = _clean_part_sql(tc, ckpt)
-    if deleted_rows and where and (gdpr or out["delete_ratio"] >= REWRITE_DELETE_RATIO):
+    wanted = deleted_rows and (gdpr or out["delete_ratio"] >= REWRITE_DELETE_RATIO)
+    where = _clean_rewrite_filter(spark, ref, tc, ckpt) if wanted else None
+    if where:
         res = spark.sql(
             f"CALL `{ref.catalog}`.system.rewrite_data_files(table => '{ref.short}', where => '{where}', "
             "options => map('delete-file-threshold', '1', 'min-input-files', '1', 'remove-dangling-deletes', 'true'))"

@@ -92,3 +92,37 @@ def test_snapshot_expiry_keeps_what_the_tables_own_history_settings_ask_for(spar
     out = maintain_table(spark, lake_config, table_name)
     left = spark.sql(f"SELECT count(*) AS n FROM {ref.meta('snapshots')}").collect()[0]["n"]
     assert left == 3 and out["snapshots_expired"] == 2 and "not bounded in time" in out["physical_deletion"]
+
+
+def test_maintenance_keeps_the_append_time_of_dirty_records_in_a_straddling_file(spark, lake_config, table_name):
+    """A run cut by compaction.max.records.per.run leaves its checkpoint inside a data file. The
+    clean-part rewrite must not select that file: rewriting it whole would move its dirty records
+    into the rewrite's snapshot, restarting their min/max.compaction.lag.ms clocks."""
+    from lakecleaner.engine import TableRef, _data_files, load_table_config
+    from lakecleaner.scheduler import evaluate_all
+
+    hour = 3_600_000
+    ref = create_compacted_table(spark, lake_config, table_name, {
+        "min.compaction.lag.ms": str(hour), "max.compaction.lag.ms": str(2 * hour),
+        "compaction.max.records.per.run": "7"})
+    append(spark, ref, [{"key": k, "offset": o, "partition": 0, "value": f"v{o}"}
+                        for o, k in enumerate(["a", "b", "a", "b"])])
+    append(spark, ref, [{"key": k, "offset": o, "partition": 0, "value": f"v{o}"}
+                        for o, k in enumerate(["a", "c", "d", "e", "f", "g"], start=4)])
+    appended_at = spark.sql(f"SELECT unix_millis(committed_at) AS t FROM {ref.meta('snapshots')} "
+                            "ORDER BY committed_at").collect()[1]["t"]
+    now = int(time.time() * 1000) + 90 * 60_000  # every record older than min.compaction.lag.ms
+    stats = compact_table(spark, lake_config, table_name, now_ms=now)
+    cut = stats["checkpoint"]["0"]
+    assert stats["removed_superseded"] >= 3 and 4 <= cut < 9, stats  # the run stopped inside the second file
+    out = maintain_table(spark, lake_config, table_name, now_ms=now)
+    assert out["snapshots_expired"] == 0, out  # every snapshot is younger than the lag: times are known
+
+    tc, _ = load_table_config(spark, lake_config, TableRef.parse(table_name, lake_config.catalog.name))
+    current = spark.sql(f"SELECT snapshot_id FROM {ref.meta('snapshots')} ORDER BY committed_at DESC LIMIT 1"
+                        ).collect()[0]["snapshot_id"]
+    dirty = [f for f in _data_files(spark, ref, tc, current) if f["o_upper_bound"] > cut]
+    assert dirty and {f["appended_at"] for f in dirty} == {appended_at}  # what the next compaction reads
+    later = now + 2 * hour
+    ev = {e.table: e for e in evaluate_all(lake_config, [table_name], now_ms=later)}[table_name]
+    assert ev.max_compaction_delay_ms == later - appended_at - 2 * hour  # what evaluate reads
