@@ -88,15 +88,22 @@ CASES = [
          [Run(("batch", 0, 1), {(0, 1), (0, 3), (0, 5)}, {(0, 0): S, (0, 2): S, (0, 4): S}, after_batch=0),
           # next run: the two tombstones (3, 5) are past delete.retention.ms=0; the null value is not a delete
           Run(("run", 0, 1), {(0, 1), (0, 6)}, {(0, 3): E, (0, 5): E})]),
-    Case("tombstone_horizon_is_strict_and_outlives_a_late_lower_version",
+    Case("tombstone_goes_at_the_kip534_horizon_and_outlives_a_late_lower_version",
          {"compaction.strategy": "timestamp", "delete.retention.ms": str(DAY), "compaction.retain.log.end.record": "false"},
          [[r(0, "a", "x", timestamp=1), r(1, "a", None, timestamp=5)],
           [r(2, "a", "late", timestamp=3)]],  # a late, lower-versioned write after the delete
          [Run(("batch", 0, 1), {(0, 1)}, {(0, 0): S}, after_batch=0),
-          # within retention: the tombstone still wins and stays; the late record is superseded
-          Run(("run", 0, DAY), {(0, 1)}, {(0, 2): S}),
-          Run(("run", 0, DAY), {(0, 1)}, {}),  # same now again: nothing changes (strict horizon)
-          Run(("run", 0, DAY + 1), set(), {(0, 1): E})]),
+          # one ms short of first clean + retention: the tombstone still wins and stays; the late
+          # record is superseded
+          Run(("run", 0, DAY - 1), {(0, 1)}, {(0, 2): S}),
+          Run(("run", 0, DAY - 1), {(0, 1)}, {}),  # same now again: nothing changes
+          # now = first clean + delete.retention.ms (Kafka's deleteHorizonMs): gone
+          Run(("run", 0, DAY), set(), {(0, 1): E})]),
+    Case("tombstone_with_zero_retention_goes_at_the_next_run_even_in_the_same_ms",
+         {"delete.retention.ms": "0", "compaction.retain.log.end.record": "false"},
+         [[r(0, "a", "x"), r(1, "a", None), r(2, "b", "y")]],
+         [Run(("batch", 0, 1), {(0, 1), (0, 2)}, {(0, 0): S}),  # the run that first cleans it keeps it
+          Run(("run", 0, 0), {(0, 2)}, {(0, 1): E})]),  # KIP-534: horizon = first clean + 0
     Case("tombstone_at_the_log_end_waits_until_it_is_not_last",
          {"delete.retention.ms": "0"},
          [[r(0, "a", "x"), r(1, "a", None)], [r(2, "b", "y")]],

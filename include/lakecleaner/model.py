@@ -13,7 +13,7 @@ from typing import Any, Hashable, Iterable
 from .config import TableConfig
 from .rules import (
     QUARANTINE_NULL_KEY, QUARANTINE_NULL_OFFSET, QUARANTINE_NULL_PARTITION, REASON_EXPIRED_TOMBSTONE,
-    REASON_SUPERSEDED, Checkpoint, Partition, allot_budget, order_key,
+    REASON_SUPERSEDED, Checkpoint, Partition, allot_budget, order_key, tombstone_expired,
 )
 
 
@@ -125,10 +125,10 @@ def compact(records: list[Record], checkpoint: Checkpoint, cfg: TableConfig, now
                     out.removed[r.id] = REASON_SUPERSEDED
         if winner.tombstone and winner.id in run_ids:
             new_tombstones += 1  # first cleaned now; its horizon starts here
-        # Rule 5: a winning tombstone goes once delete.retention.ms has passed since its first cleaning.
+        # Rule 5: a winning tombstone goes once delete.retention.ms has passed since its first cleaning (KIP-534).
         if winner.tombstone and winner.id not in run_ids:
             first = checkpoint.first_cleaned_at(p, winner.offset)
-            if first is not None and now_ms - first > cfg.delete_retention_ms:
+            if first is not None and tombstone_expired(first, now_ms, cfg.delete_retention_ms):
                 if not examined:
                     read += 1
                 if not protected(winner):

@@ -56,6 +56,19 @@ def is_tombstone(value_is_null: bool, flag: bool | None) -> bool:
     return bool(flag) if flag is not None else value_is_null
 
 
+# ---------------------------------------------------------------- rule 5: tombstone expiry (KIP-534)
+def tombstone_expired(first_cleaned_ms: int, now_ms: int, delete_retention_ms: int) -> bool:
+    """Kafka's rule: a cleaned tombstone is retained while now < deleteHorizonMs (KIP-534: its first
+    cleaning + delete.retention.ms), so it goes once now reaches the horizon."""
+    return now_ms - first_cleaned_ms >= delete_retention_ms
+
+
+def tombstone_expired_sql(first_cleaned_ms: str, now_ms: str, delete_retention_ms: str) -> str:
+    """``tombstone_expired`` as a SQL condition over these expressions, so SQL checks cannot drift
+    from it. A difference, as above: first + retention would overflow a bigint for an endless one."""
+    return f"(({now_ms}) - ({first_cleaned_ms}) >= ({delete_retention_ms}))"
+
+
 # ---------------------------------------------------------------- rule 3: the run's budget
 def allot_budget(eligible: Mapping[Partition, int], budget: int) -> dict[Partition, int]:
     """Share ``budget`` dirty records between partitions, each taking a prefix of its eligible records
@@ -120,17 +133,17 @@ class Checkpoint:
         return self.history[0][0] if self.history else 0
 
     def expired_through(self, partition: Partition, now_ms: int, delete_retention_ms: int) -> int | None:
-        """Tombstone horizon: the highest offset of ``partition`` whose first cleaning is more than
-        delete.retention.ms before now (strictly, so repeating a run at the same now is a no-op)."""
+        """Tombstone horizon: the highest offset of ``partition`` whose tombstones have expired at
+        now (``tombstone_expired``: first cleaned at least delete.retention.ms before now)."""
         best = None
         for at_ms, offsets, _ in self.history:
-            if now_ms - at_ms > delete_retention_ms and partition in offsets:
+            if tombstone_expired(at_ms, now_ms, delete_retention_ms) and partition in offsets:
                 best = offsets[partition] if best is None else max(best, offsets[partition])
         return best
 
     def tombstones_due(self, now_ms: int, delete_retention_ms: int) -> bool:
         """Some tombstone still in the table has passed its horizon (rule 5)."""
-        return any(n > 0 and now_ms - at > delete_retention_ms for at, _, n in self.history)
+        return any(n > 0 and tombstone_expired(at, now_ms, delete_retention_ms) for at, _, n in self.history)
 
     def advanced(self, now_ms: int, ends: Mapping[Partition, int], retained: Mapping[Partition, int],
                  delete_retention_ms: int, new_tombstones: int = 0) -> "Checkpoint":
@@ -142,15 +155,17 @@ class Checkpoint:
         for p, end in ends.items():
             if offsets.get(p) is None or end > offsets[p]:
                 offsets[p] = changed[p] = end
-        history = [(at, o, 0 if now_ms - at > delete_retention_ms else n) for at, o, n in self.history]
+        # One boundary for both: the entries whose tombstones expired (so this run removed them)
+        # have their counts zeroed and are folded into the newest of them. That dates what they
+        # cleaned at a time already past the horizon, so it stays expired; every entry whose
+        # tombstones may still be retained is kept as it is, this run's own entry included.
+        expired = [tombstone_expired(at, now_ms, delete_retention_ms) for at, _, _ in self.history]
+        history = [(at, o, 0 if gone else n) for (at, o, n), gone in zip(self.history, expired)]
+        if any(expired):  # oldest first: the newest expired entry bounds all before it
+            last = max(i for i, gone in enumerate(expired) if gone)
+            history = [_merged(history[:last + 1]), *history[last + 1:]]
         if changed:  # only what this run moved: an entry's partitions are those it cleaned further
             history.append((now_ms, changed, new_tombstones))
-        # Keep entries a tombstone horizon may still need: everything newer than the retention
-        # window, plus the newest entry older than it, folded with those before it (it bounds
-        # every offset cleaned before).
-        old = [i for i, (at, _, _) in enumerate(history) if now_ms - at > delete_retention_ms]
-        if old:
-            history = [_merged(history[:old[-1] + 1]), *history[old[-1] + 1:]]
         while len(history) > MAX_HISTORY_ENTRIES:  # an endless retention: merge the two oldest
             history = [_merged(history[:2]), *history[2:]]
         return Checkpoint(offsets=offsets, history=history, retained=dict(retained))

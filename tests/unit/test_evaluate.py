@@ -77,7 +77,10 @@ def test_tombstones_due_make_a_clean_table_eligible():
     files = [f(100, 0, 9, 0)]
     ev = evaluate_table(meta(files, {"delete.retention.ms": "1000"}, ck), NOW)
     assert ev.tombstones_due and ev.eligible and ev.dirty_ratio == 0
-    not_yet = evaluate_table(meta(files, {"delete.retention.ms": "2000"}, ck), NOW)
+    # KIP-534: due once now >= first clean + delete.retention.ms, so at exactly the horizon too
+    at_horizon = evaluate_table(meta(files, {"delete.retention.ms": "2000"}, ck), NOW)
+    assert at_horizon.tombstones_due and at_horizon.reason == "tombstones past delete.retention.ms"
+    not_yet = evaluate_table(meta(files, {"delete.retention.ms": "2001"}, ck), NOW)
     assert not not_yet.tombstones_due and not not_yet.eligible and not_yet.reason == "clean"
 
 

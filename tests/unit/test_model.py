@@ -1,7 +1,7 @@
 """The reference model on the hand-worked cases (synthetic append times, no Spark)."""
 import pytest
 
-from cases import CASES, SCHEMA_COLUMNS, resolve_now
+from cases import CASES, DAY, SCHEMA_COLUMNS, E, r, resolve_now
 from lakecleaner.config import resolve_table
 from lakecleaner.model import compact
 from lakecleaner.rules import Checkpoint
@@ -47,3 +47,18 @@ def test_rerunning_a_run_without_its_checkpoint_gives_the_same_table():
     again = compact(survivors, Checkpoint(), tc, BASE_MS + 1)  # checkpoint lost: all dirty again
     assert again.removed == {} and again.quarantined == {}
     assert again.checkpoint.offsets == first.checkpoint.offsets
+
+
+@pytest.mark.parametrize("wait, gone", [(DAY - 1, False), (DAY, True)])
+def test_model_removes_a_tombstone_at_the_kip534_horizon(wait, gone):
+    """Kafka retains a cleaned tombstone while now < first clean + delete.retention.ms (deleteHorizonMs)."""
+    tc = resolve_table("t.case", {"delete.retention.ms": str(DAY), "compaction.retain.log.end.record": "false"},
+                       SCHEMA_COLUMNS)
+    records = [record_from_row(row, tc, BASE_MS) for row in (r(0, "a", "x"), r(1, "a", None), r(2, "b", "y"))]
+    first = compact(records, Checkpoint(), tc, BASE_MS + 1)  # cleans the tombstone first
+    assert set(first.removed) == {(0, 0)}
+    now = BASE_MS + 1 + wait
+    later = compact(first.survivors(records), first.checkpoint, tc, now)
+    assert later.removed == ({(0, 1): E} if gone else {})
+    assert later.stats["removed_expired_tombstones"] == int(gone)
+    assert first.checkpoint.tombstones_due(now, tc.delete_retention_ms) is gone  # the scheduler agrees

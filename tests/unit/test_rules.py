@@ -5,6 +5,7 @@ Pure Python: no Spark, no Airflow.
 from __future__ import annotations
 
 import json
+import sqlite3
 import struct
 
 import pytest
@@ -23,6 +24,8 @@ from lakecleaner.rules import (
     log_ends,
     order_key,
     partitions_of,
+    tombstone_expired,
+    tombstone_expired_sql,
 )
 
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
@@ -343,7 +346,7 @@ def test_json_history_entries_carry_the_tombstone_count():
     back = Checkpoint.from_json(text)
     assert back.history == [(1000, {0: 10}, 3), (2000, {0: 20, None: 1}, 0)]
     assert back == ck
-    assert back.tombstones_due(1000 + DAY + 1, DAY) and not back.tombstones_due(1000 + DAY, DAY)
+    assert back.tombstones_due(1000 + DAY, DAY) and not back.tombstones_due(1000 + DAY - 1, DAY)
 
 
 def test_from_json_accepts_legacy_two_element_entries():
@@ -456,18 +459,20 @@ def counts(ck: Checkpoint) -> list[int]:
 def test_history_pruned_to_window_plus_newest_older_entry():
     hist = [(0, {0: 1}, 0), (50, {0: 2}, 0), (200, {0: 3}, 0), (260, {0: 4}, 0)]
     ck = Checkpoint(offsets={0: 4}, history=hist)
-    # at 300 with retention 100: 0 and 50 are older than the window (200 is exactly 100 old: kept)
-    assert times(ck.advanced(300, {0: 5}, {}, 100)) == [50, 200, 260, 300]
+    # at 300 with retention 100: 0, 50 and 200 (exactly 100 old: at its horizon) have expired
+    assert times(ck.advanced(300, {0: 5}, {}, 100)) == [200, 260, 300]
+    assert times(ck.advanced(299, {0: 5}, {}, 100)) == [50, 200, 260, 299]
     # pruning happens even when nothing moved
-    assert times(ck.advanced(300, {0: 4}, {}, 100)) == [50, 200, 260]
+    assert times(ck.advanced(300, {0: 4}, {}, 100)) == [200, 260]
 
 
-def test_history_pruning_boundary_is_strict():
+def test_history_pruning_boundary_is_the_tombstone_horizon():
+    """An entry is folded exactly when its tombstones expire (KIP-534), never while one may be retained."""
     ck = Checkpoint(offsets={0: 3}, history=[(0, {0: 1}, 0), (50, {0: 2}, 0), (100, {0: 3}, 0)])
-    assert times(ck.advanced(150, {}, {}, 100)) == [0, 50, 100]  # 150 - 0 > 100: 0 is the newest old one
-    assert times(ck.advanced(151, {}, {}, 100)) == [50, 100]
-    assert times(ck.advanced(200, {}, {}, 100)) == [50, 100]  # 100 is exactly 100 old: not old yet
-    assert times(ck.advanced(201, {}, {}, 100)) == [100]
+    assert times(ck.advanced(149, {}, {}, 100)) == [0, 50, 100]  # only 0 expired: the newest expired one
+    assert times(ck.advanced(150, {}, {}, 100)) == [50, 100]  # 50 is exactly 100 old: expired
+    assert times(ck.advanced(199, {}, {}, 100)) == [50, 100]  # 100 is one ms short of its horizon
+    assert times(ck.advanced(200, {}, {}, 100)) == [100]
 
 
 def test_history_all_old_keeps_only_the_newest():
@@ -499,24 +504,26 @@ def test_advanced_that_moves_nothing_records_no_count():
 
 def test_advanced_zeroes_counts_past_the_horizon_only():
     ck = Checkpoint(offsets={0: 3}, history=[(0, {0: 1}, 1), (50, {0: 2}, 2), (200, {0: 3}, 4)])
-    # at 150: 0 is past (150 > 100), 50 is exactly retention old (kept, count kept)
-    after = ck.advanced(150, {}, {}, 100)
+    # at 149: 0 is past (149 >= 100), 50 is one ms short of its horizon (kept, count kept)
+    after = ck.advanced(149, {}, {}, 100)
     assert after.history == [(0, {0: 1}, 0), (50, {0: 2}, 2), (200, {0: 3}, 4)]
-    # at 151: 0 and 50 are past; 0 is pruned, 50 kept (newest old entry) with its count zeroed
-    after = ck.advanced(151, {}, {}, 100)
+    # at 150: 50 reaches its horizon; 0 is pruned, 50 kept (newest expired entry) with its count zeroed
+    after = ck.advanced(150, {}, {}, 100)
     assert after.history == [(50, {0: 2}, 0), (200, {0: 3}, 4)]
-    # a run that moves zeroes the old counts too, and its own entry carries its count
-    after = ck.advanced(301, {0: 9}, {}, 100, new_tombstones=5)
-    assert after.history == [(200, {0: 3}, 0), (301, {0: 9}, 5)]
+    # a run that moves zeroes the expired counts too, and its own entry carries its count
+    after = ck.advanced(300, {0: 9}, {}, 100, new_tombstones=5)
+    assert after.history == [(200, {0: 3}, 0), (300, {0: 9}, 5)]
 
 
 def test_a_run_does_not_zero_the_count_it_records():
-    # retention 0 and a run at the same now as an earlier one: the new entry is not past its horizon
+    # retention 0: Kafka's horizon is the first cleaning itself, so a second run at the same now
+    # removes the first run's tombstones, but not those it cleans first itself
     ck = Checkpoint().advanced(1000, {0: 10}, {}, 0, new_tombstones=2)
     assert counts(ck) == [2]
     again = ck.advanced(1000, {0: 20}, {}, 0, new_tombstones=3)
-    assert again.history == [(1000, {0: 10}, 2), (1000, {0: 20}, 3)]
-    assert counts(again.advanced(1001, {}, {}, 0)) == [0]  # both past: zeroed, the newest old kept
+    assert again.history == [(1000, {0: 10}, 0), (1000, {0: 20}, 3)]
+    assert counts(again.advanced(1000, {}, {}, 0)) == [0]  # both expired: zeroed, the newest kept
+    assert counts(again.advanced(1001, {}, {}, 0)) == [0]
 
 
 def test_tombstones_due_false_without_counts():
@@ -528,46 +535,46 @@ def test_tombstones_due_false_without_counts():
     assert not ck.tombstones_due(10**9, 100)  # ... but no tombstone was recorded
 
 
-def test_tombstones_due_is_strict():
+def test_tombstones_due_at_the_kip534_horizon():
     ck = Checkpoint().advanced(1000, {0: 10}, {}, 100, new_tombstones=3)
     assert not ck.tombstones_due(1000, 100)
-    assert not ck.tombstones_due(1100, 100)  # exactly retention old: not yet due
-    assert ck.tombstones_due(1101, 100)
+    assert not ck.tombstones_due(1099, 100)  # one ms short of first clean + retention: retained
+    assert ck.tombstones_due(1100, 100)  # now >= deleteHorizonMs: due, as Kafka
     assert ck.tombstones_due(10**9, 100)
     # consistent with the horizon
-    assert ck.expired_through(0, 1100, 100) is None and ck.expired_through(0, 1101, 100) == 10
-    # retention 0
-    assert not ck.tombstones_due(1000, 0)
-    assert ck.tombstones_due(1001, 0)
+    assert ck.expired_through(0, 1099, 100) is None and ck.expired_through(0, 1100, 100) == 10
+    # retention 0: the horizon is the first cleaning itself
+    assert not ck.tombstones_due(999, 0)
+    assert ck.tombstones_due(1000, 0)
 
 
 def test_tombstones_due_any_entry():
     ck = Checkpoint(offsets={0: 30},
                     history=[(100, {0: 10}, 0), (200, {0: 20}, 2), (300, {0: 30}, 0)])
-    assert not ck.tombstones_due(300, 100)  # 100 is past but has none; 200 is exactly retention old
-    assert ck.tombstones_due(301, 100)
-    assert ck.tombstones_due(401, 100)
+    assert not ck.tombstones_due(299, 100)  # 100 is past but has none; 200 is one ms short
+    assert ck.tombstones_due(300, 100)
+    assert ck.tombstones_due(400, 100)
 
 
 def test_tombstones_due_cleared_by_a_run_past_the_horizon():
     r = 100
     ck = Checkpoint().advanced(1000, {0: 10}, {}, r, new_tombstones=3)
-    # a run at exactly the horizon removes nothing: the count stays and is due later
-    at_horizon = ck.advanced(1100, {}, {}, r)
-    assert at_horizon == ck
-    assert at_horizon.tombstones_due(1101, r)
-    # a run past the horizon removed them: no longer due, now or ever
-    cleared = ck.advanced(1101, {}, {}, r)
+    # a run one ms before the horizon removes nothing: the count stays and is due later
+    early = ck.advanced(1099, {}, {}, r)
+    assert early == ck
+    assert early.tombstones_due(1100, r)
+    # a run at the horizon removed them: no longer due, now or ever
+    cleared = ck.advanced(1100, {}, {}, r)
     assert cleared.history == [(1000, {0: 10}, 0)]
-    assert not cleared.tombstones_due(1101, r)
+    assert not cleared.tombstones_due(1100, r)
     assert not cleared.tombstones_due(10**9, r)
-    assert ck.tombstones_due(1101, r)  # the original is unchanged
+    assert ck.tombstones_due(1100, r)  # the original is unchanged
     # same when the run also moves: its own tombstones become due a retention later
-    moved = ck.advanced(1101, {0: 20}, {}, r, new_tombstones=2)
-    assert moved.history == [(1000, {0: 10}, 0), (1101, {0: 20}, 2)]
-    assert not moved.tombstones_due(1201, r)
-    assert moved.tombstones_due(1202, r)
-    assert not moved.advanced(1202, {}, {}, r).tombstones_due(10**9, r)
+    moved = ck.advanced(1100, {0: 20}, {}, r, new_tombstones=2)
+    assert moved.history == [(1000, {0: 10}, 0), (1100, {0: 20}, 2)]
+    assert not moved.tombstones_due(1199, r)
+    assert moved.tombstones_due(1200, r)
+    assert not moved.advanced(1200, {}, {}, r).tombstones_due(10**9, r)
 
 
 # ================================================================ Checkpoint: first_cleaned_at
@@ -611,33 +618,57 @@ def test_first_cleaned_at_without_covering_history():
 
 
 # ================================================================ Checkpoint: expired_through
-def test_expired_through_is_strict():
+def test_expired_through_at_the_kip534_horizon():
     ck = Checkpoint().advanced(1000, {0: 10}, {}, 100)
     assert ck.expired_through(0, 1000, 100) is None
-    assert ck.expired_through(0, 1100, 100) is None  # exactly retention old: still visible
-    assert ck.expired_through(0, 1101, 100) == 10
+    assert ck.expired_through(0, 1099, 100) is None  # now < first clean + retention: still visible
+    assert ck.expired_through(0, 1100, 100) == 10  # now >= deleteHorizonMs: expired, as Kafka
 
 
-def test_expired_through_takes_the_highest_old_entry():
+def test_expired_through_takes_the_highest_expired_entry():
     ck = steps_checkpoint()
     assert ck.expired_through(0, 350, 100) == 20
-    assert ck.expired_through(0, 300, 100) == 10  # 300 - 200 is not > 100
+    assert ck.expired_through(0, 299, 100) == 10  # 299 - 200 < 100
+    assert ck.expired_through(0, 300, 100) == 20  # 300 - 200 == 100: at its horizon
     assert ck.expired_through(0, 10_000, 100) == 30
-    assert ck.expired_through(0, 100, 0) is None
-    assert ck.expired_through(0, 101, 0) == 10
+    assert ck.expired_through(0, 99, 0) is None
+    assert ck.expired_through(0, 100, 0) == 10  # retention 0: the horizon is the first cleaning
 
 
 def test_expired_through_unknown_or_young_partition():
     ck = steps_checkpoint()
     assert ck.expired_through(7, 10_000, 100) is None
-    assert ck.expired_through(None, 250, 100) is None  # None first appears in the entry at 200
-    assert ck.expired_through(None, 301, 100) == 8
+    assert ck.expired_through(None, 299, 100) is None  # None first appears in the entry at 200
+    assert ck.expired_through(None, 300, 100) == 8
+
+
+def test_tombstone_expired_is_kafkas_delete_horizon():
+    """KIP-534: retained while now < first clean + delete.retention.ms (deleteHorizonMs)."""
+    assert not tombstone_expired(1000, 1099, 100)
+    assert tombstone_expired(1000, 1100, 100)
+    assert tombstone_expired(1000, 1000, 0) and not tombstone_expired(1000, 999, 0)
+    assert not tombstone_expired(0, LONG_MAX - 1, LONG_MAX)  # an endless retention
+    assert tombstone_expired(0, LONG_MAX, LONG_MAX)
+
+
+@pytest.mark.parametrize("first, now, retention", [(1000, 1099, 100), (1000, 1100, 100), (1000, 1101, 100),
+                                                   (5, 5, 0), (5, 4, 0), (0, LONG_MAX, LONG_MAX),
+                                                   (1, LONG_MAX, LONG_MAX)])
+def test_tombstone_expired_sql_says_the_same(first, now, retention):
+    """The SQL rendering (used by the data-quality suites) agrees with the Python rule, also under NOT,
+    and never adds first + retention (a bigint overflow for an endless retention)."""
+    con = sqlite3.connect(":memory:")
+    cond = tombstone_expired_sql("f", "n", "r")
+    row = con.execute(f"SELECT {cond}, NOT {cond} FROM (SELECT ? AS f, ? AS n, ? AS r)", (first, now, retention))
+    expired = tombstone_expired(first, now, retention)
+    assert row.fetchone() == (int(expired), int(not expired))
+    assert "+" not in cond
 
 
 def test_repeating_a_run_at_the_same_now_changes_nothing():
     r = 100
     ck = Checkpoint().advanced(1000, {0: 10}, {}, r, new_tombstones=2)
-    now = 1100  # tombstones cleaned at 1000 are exactly retention old
+    now = 1099  # tombstones cleaned at 1000 are one ms short of their horizon
     before = ck.expired_through(0, now, r)
     assert before is None
     assert not ck.tombstones_due(now, r)
@@ -645,9 +676,9 @@ def test_repeating_a_run_at_the_same_now_changes_nothing():
     assert again == ck
     assert again.expired_through(0, now, r) == before
     assert again.advanced(now, {0: 10}, {}, r) == again
-    # past the horizon: the first repeat zeroes the count, the next is a no-op
+    # at the horizon: the first repeat zeroes the count, the next is a no-op
     later = ck.advanced(now + 1, {0: 10}, {}, r)
-    assert later.advanced(now + 1, {0: 10}, {}, r) == later
+    assert later != ck and later.advanced(now + 1, {0: 10}, {}, r) == later
 
 
 def test_a_run_does_not_expire_what_it_cleans():
@@ -655,8 +686,8 @@ def test_a_run_does_not_expire_what_it_cleans():
     ck = Checkpoint().advanced(1000, {0: 10}, {}, r).advanced(1200, {0: 20}, {}, r)
     assert ck.expired_through(0, 1200, r) == 10
     assert ck.first_cleaned_at(0, 15) == 1200
-    assert ck.expired_through(0, 1300, r) == 10
-    assert ck.expired_through(0, 1301, r) == 20
+    assert ck.expired_through(0, 1299, r) == 10
+    assert ck.expired_through(0, 1300, r) == 20
 
 
 runs_st = st.lists(
@@ -670,8 +701,8 @@ runs_st = st.lists(
 @FAST
 @given(runs_st, st.integers(0, 400), st.integers(0, 500))
 def test_horizon_agrees_with_first_cleaned_at(runs, retention, wait):
-    """A cleaned offset is past the tombstone horizon exactly when its first cleaning is more than
-    delete.retention.ms ago, also after history pruning."""
+    """A cleaned offset is past the tombstone horizon exactly when its first cleaning is at least
+    delete.retention.ms ago (KIP-534), also after history pruning."""
     ck, now = Checkpoint(), 0
     for gap, ends, n in runs:
         now += gap
@@ -690,7 +721,7 @@ def test_horizon_agrees_with_first_cleaned_at(runs, retention, wait):
         for offset in range(0, 62):
             first = ck.first_cleaned_at(p, offset)
             assert (first is None) == (through is None or offset > through)
-            expired = first is not None and query - first > retention
+            expired = first is not None and query - first >= retention
             assert expired == (horizon is not None and offset <= horizon)
         # and repeating the last run at the same now is a no-op for the horizon
         assert ck.advanced(query, {}, {}, retention).expired_through(p, query, retention) == horizon
@@ -710,29 +741,30 @@ def test_tombstone_counts_follow_the_runs(runs, retention, wait):
         prev = ck
         ck = ck.advanced(now, ends, {}, retention, new_tombstones=n)
         moved = any(prev.offsets.get(p) is None or end > prev.offsets[p] for p, end in ends.items())
-        model = [(at, 0 if now - at > retention else c) for at, c in model]
+        model = [(at, 0 if now - at >= retention else c) for at, c in model]
         if moved:
             model.append((now, n))
             assert ck.history[-1][0] == now and ck.history[-1][2] == n
         else:
             assert len(ck.history) <= len(prev.history)
-        for at, _, c in ck.history:
+        for i, (at, _, c) in enumerate(ck.history):
             assert c >= 0
-            if now - at > retention:
-                assert c == 0  # this run removed them
+            if now - at >= retention and not (moved and i == len(ck.history) - 1):
+                assert c == 0  # this run removed them (not those it cleaned first itself)
         # entries still inside the window keep their count
         kept = {(at, tuple(sorted(o.items(), key=lambda kv: _order(kv[0])))): c for at, o, c in prev.history
-                if now - at <= retention}
+                if now - at < retention}
         for at, o, c in ck.history:
             key = (at, tuple(sorted(o.items(), key=lambda kv: _order(kv[0]))))
             if key in kept:
                 assert c == kept[key]
-        assert not ck.tombstones_due(now, retention)  # nothing is due right after a run
+        # nothing is due right after a run, but with retention 0 its own (the horizon is now)
+        assert ck.tombstones_due(now, retention) == (retention == 0 and moved and n > 0)
         # pruning only ever drops entries whose count was already zero
         assert sum(c for _, _, c in ck.history) == sum(c for _, c in model)
         assert Checkpoint.from_json(ck.to_json()) == ck
-    for query in (now, now + wait, now + retention, now + retention + 1):
-        expected = any(c > 0 and query - at > retention for at, c in model)
+    for query in (now, now + wait, now + retention - 1, now + retention, now + retention + 1):
+        expected = any(c > 0 and query - at >= retention for at, c in model)
         assert ck.tombstones_due(query, retention) == expected
     assert not ck.advanced(now + wait, {}, {}, retention).tombstones_due(now + wait, retention)
 
