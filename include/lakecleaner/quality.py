@@ -21,7 +21,7 @@ from typing import Any
 
 from .config import CHECKPOINT_PROPERTY, LakecleanerConfig, TableConfig
 from .engine import TableRef, _Frames, ensure_history_table, load_table_config
-from .rules import Checkpoint
+from .rules import Checkpoint, tombstone_expired_sql
 from .state import write_document
 
 log = logging.getLogger(__name__)
@@ -93,9 +93,11 @@ def build_rules(tc: TableConfig, ckpt: Checkpoint, now_ms: int, interval_ms: int
             f"SELECT *, row_number() OVER (PARTITION BY lc_p, lc_key ORDER BY lc_has_ver DESC, lc_ver DESC, lc_o DESC)"
             f" AS lc_rank FROM {with_log_end} WHERE ({clean})) WHERE lc_rank > 1 AND {not_log_end} "
             f"LIMIT {OFFENDING_ROWS}"))
-    null_key = " OR ".join(f"`{k}` IS NULL" for k in tc.key_columns)
-    rules.append(Rule("no null keys outside quarantine", "keyless records are moved to the quarantine table",
-                      f"SELECT lc_p AS partition_id, lc_o AS offset_id FROM {{batch}} WHERE {null_key} LIMIT {OFFENDING_ROWS}"))
+        # Only the cleaned part: a keyless record an ingest appended since is dirty, the next run's to move
+        null_key = " OR ".join(f"`{k}` IS NULL" for k in tc.key_columns)
+        rules.append(Rule("no null keys outside quarantine", "cleaned keyless records are moved to the quarantine table",
+                          f"SELECT lc_p AS partition_id, lc_o AS offset_id FROM {{batch}} WHERE ({null_key}) AND ({clean}) "
+                          f"LIMIT {OFFENDING_ROWS}"))
     rules.append(Rule("offsets unique per partition", "Kafka's contract: one record per (partition, offset)",
                       f"SELECT lc_p AS partition_id, lc_o AS offset_id, count(*) AS records FROM {{batch}} "
                       f"GROUP BY lc_p, lc_o HAVING count(*) > 1 LIMIT {OFFENDING_ROWS}"))
@@ -119,15 +121,15 @@ def build_history_rules(tc: TableConfig) -> list[Rule]:
     """Rules over the table's run history: what a run removed is gone from the table, so the
     evidence is what the run recorded (when its newest expired tombstone was first cleaned, taken
     from the checkpoint by offset, independently of the horizon that chose the tombstones)."""
+    retention = f"coalesce(delete_retention_ms, {tc.delete_retention_ms})"
     return [Rule(
         TOMBSTONE_NOT_EARLY,
-        "every tombstone a run removed as expired had been in the cleaned table for more than the "
-        f"delete.retention.ms in force at that run (now {tc.delete_retention_ms})",
+        "every tombstone a run removed as expired had been in the cleaned table for at least the "
+        f"delete.retention.ms in force at that run (now {tc.delete_retention_ms}), as Kafka (KIP-534)",
         "SELECT run_id, now_ms, expired_tombstone_latest_cleaned_ms AS first_cleaned_ms, "
-        f"coalesce(delete_retention_ms, {tc.delete_retention_ms}) AS delete_retention_ms, "
-        "removed_expired_tombstones FROM {batch} WHERE status = 'committed' AND removed_expired_tombstones > 0 "
-        "AND now_ms - expired_tombstone_latest_cleaned_ms "
-        f"<= coalesce(delete_retention_ms, {tc.delete_retention_ms}) LIMIT {OFFENDING_ROWS}")]
+        f"{retention} AS delete_retention_ms, removed_expired_tombstones FROM {{batch}} "
+        "WHERE status = 'committed' AND removed_expired_tombstones > 0 AND NOT "
+        f"{tombstone_expired_sql('expired_tombstone_latest_cleaned_ms', 'now_ms', retention)} LIMIT {OFFENDING_ROWS}")]
 
 
 def _quiet_gx() -> None:
