@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from functools import reduce
 from typing import Any
 
+from .append_times import read_append_times
 from .config import (
     CHECKPOINT_PROPERTY, IDENT, ConfigError, LakecleanerConfig, TableConfig, is_compacted, resolve_table,
 )
@@ -332,7 +333,7 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
     to_int = lambda d: {(0 if p is None else p): v for p, v in d.items()}  # noqa: E731
     from_int = lambda d: {(None if unpartitioned else p): v for p, v in d.items()}  # noqa: E731
     base = spark.read.option("snapshot-id", snapshot).table(ref.sql())
-    files = _data_files(spark, ref, tc, snapshot)
+    files = _data_files(spark, ref, tc, snapshot, read_append_times(cfg, ref.short))
     ckpt = _reset_past_log_end(ref, tc, ckpt, files, result)
     ckpt_offsets = ckpt.offsets if not unpartitioned else {None: ckpt.offsets[None]} if None in ckpt.offsets else {}
     cutoff = now_ms - tc.min_compaction_lag_ms
@@ -862,11 +863,16 @@ def _reset_past_log_end(ref: TableRef, tc: TableConfig, ckpt: Checkpoint, files:
     return ckpt
 
 
-def _data_files(spark, ref: TableRef, tc: TableConfig, snapshot: int) -> list:
+def _data_files(spark, ref: TableRef, tc: TableConfig, snapshot: int,
+                expired_times: dict[int, int] | None = None) -> list:
     """Live data files at ``snapshot`` with what the run needs from Iceberg's metrics: offset and
     partition bounds, null counts of the identity columns (unknown where a column has no metrics),
-    size, and the commit time of the snapshot that added each (the records' append time)."""
+    size, and the commit time of the snapshot that added each (the records' append time; from
+    ``expired_times``, see append_times, once maintenance expired that snapshot)."""
     from pyspark.sql import functions as F
+
+    recorded = (F.element_at(F.create_map(*[F.lit(v) for kv in sorted(expired_times.items()) for v in kv]),
+                             F.col("snapshot_id")) if expired_times else F.lit(None))
 
     entries = spark.read.option("snapshot-id", snapshot).table(ref.meta("entries"))
     with_metrics = set(entries.schema["readable_metrics"].dataType.fieldNames())
@@ -885,7 +891,7 @@ def _data_files(spark, ref: TableRef, tc: TableConfig, snapshot: int) -> list:
                                F.lit(False)).alias("identity_nulls_unknown"))
             .join(spark.table(ref.meta("snapshots")).select("snapshot_id", F.expr("unix_millis(committed_at)").alias("at")),
                   "snapshot_id", "left")
-            .withColumn("appended_at", F.coalesce("at", F.lit(0)))).collect()
+            .withColumn("appended_at", F.coalesce("at", recorded, F.lit(0)))).collect()
 
 
 def _check_no_concurrent_cleaner(spark, ref: TableRef, snapshot: int) -> tuple[int | None, list[int]]:

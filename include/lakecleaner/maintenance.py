@@ -9,7 +9,8 @@ when no retained snapshot references a file that holds it. So, per table, after 
    pass ``REWRITE_DELETE_RATIO`` of the table (the small-file and delete-file clean-up);
 2. expire every snapshot older than the rewrite, except those younger than min.compaction.lag.ms:
    the compaction reads append times from them (rule 3), and dropping them early would make young
-   records look old;
+   records look old; the times of expired snapshots that still add live files are kept aside
+   (append_times), so records appended during the run keep their max.compaction.lag.ms clock;
 3. merge manifests once there are more than ``MAX_DATA_MANIFESTS`` (metadata only);
 4. remove orphan files (left by failed writes) at most once per ``ORPHAN_CADENCE_MS``, and only
    files older than ``ORPHAN_MIN_AGE_MS`` so that no in-flight write loses its files.
@@ -25,8 +26,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from .append_times import record_append_times
 from .config import CHECKPOINT_PROPERTY, LONG_MAX, LakecleanerConfig, TableConfig, physical_deletion_bound
-from .engine import TableRef, _iceberg_table, load_table_config, snapshot_summary
+from .engine import TableRef, _fail_point, _iceberg_table, load_table_config, snapshot_summary
 from .rules import Checkpoint
 from .state import StateStore
 
@@ -136,7 +138,8 @@ def maintain_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None
         ).collect()
         out["rewritten_data_files"] = int(res[0]["rewritten_data_files_count"]) if res else 0
         out["rewrite_reason"] = "max.compaction.lag.ms is finite" if gdpr else f"delete ratio >= {REWRITE_DELETE_RATIO}"
-    out["snapshots_expired"] = _expire_snapshots(spark, ref, tc)
+        _fail_point("maintenance_after_rewrite")
+    out["snapshots_expired"] = _expire_snapshots(spark, cfg, ref, tc)
     bound = physical_deletion_bound(tc)
     if bound:
         out["physical_deletion"] = bound
@@ -162,23 +165,35 @@ def maintain_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None
     return out
 
 
-def _expire_snapshots(spark, ref: TableRef, tc: TableConfig) -> int:
+def _expire_snapshots(spark, cfg: LakecleanerConfig, ref: TableRef, tc: TableConfig) -> int:
     """Expire every snapshot older than the newest one committed at least min.compaction.lag.ms ago
     (younger snapshots carry the append times of records not yet old enough), keeping the current
     one. Commit times are wall-clock facts (the run's now may be an interval end in the past, and
     the rewrite above committed after it), so the cut is taken on the wall clock, in epoch ms.
     Iceberg's core expiry runs in the driver: for a cleaner's table, whose snapshots were just
     rewritten, that costs far less than the expire_snapshots procedure's Spark jobs (1.1 s a table).
-    A table's own history.expire.* properties keep more when they ask for more.
+    A table's own history.expire.* properties keep more when they ask for more. The commit times
+    of expired snapshots that still add live files are kept first (append_times).
     Returns how many snapshots were expired."""
     table = _iceberg_table(spark, ref)
     max_age, keep_last = tc.snapshot_retention
     now = int(time.time() * 1000)
     keep_after = min(now - tc.min_compaction_lag_ms, now - max_age if max_age is not None else now)
-    times = [s.timestampMillis() for s in table.snapshots()]
-    cut = max((t for t in times if t <= keep_after), default=None)
-    if cut is None or not any(t < cut for t in times):
+    times = {s.snapshotId(): s.timestampMillis() for s in table.snapshots()}
+    cut = max((t for t in times.values() if t <= keep_after), default=None)
+    if cut is None or not any(t < cut for t in times.values()):
         return 0
+    _keep_append_times(spark, cfg, ref, table, times)
     table.expireSnapshots().expireOlderThan(cut).retainLast(keep_last).commit()
     table.refresh()
     return len(times) - table.snapshots().__len__()
+
+
+def _keep_append_times(spark, cfg: LakecleanerConfig, ref: TableRef, table, times: dict[int, int]) -> None:
+    """Before snapshots go, keep the commit times of those still adding live files (records an
+    ingest appended during the run among them): see append_times. The files are read at the
+    snapshot current when ``times`` was listed; anything committed later is newer than the cut."""
+    current = table.currentSnapshot().snapshotId()
+    adding = [r["snapshot_id"] for r in spark.read.option("snapshot-id", current).table(ref.meta("entries"))
+              .where("status < 2 AND data_file.content = 0").select("snapshot_id").distinct().collect()]
+    record_append_times(cfg, ref.short, adding, times)

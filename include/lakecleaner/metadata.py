@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from pyiceberg import types as T
 from pyiceberg.avro.file import META_SCHEMA, AvroFile, AvroFileHeader
@@ -97,11 +97,16 @@ class MetadataReader:
         return self.catalog().load_table(table)
 
     def read(self, table: str) -> TableMetadata:
+        from .append_times import read_append_times
+
         tbl = self.load(table)
-        return table_metadata(table, tbl, self.cfg.defaults, self.cache)
+        return table_metadata(table, tbl, self.cfg.defaults, self.cache, lambda: read_append_times(self.cfg, table))
 
 
-def table_metadata(table: str, tbl, defaults=None, cache: "ManifestStatsCache | None" = None) -> TableMetadata:
+def table_metadata(table: str, tbl, defaults=None, cache: "ManifestStatsCache | None" = None,
+                   expired_times: Callable[[], dict[int, int]] | None = None) -> TableMetadata:
+    """``expired_times``: commit times of expired snapshots that still add live files (see
+    append_times), read only when a live file's snapshot is gone."""
     props = dict(tbl.properties)
     schema = tbl.schema()
     columns = {f.name: spark_type(f.field_type) for f in schema.fields}
@@ -132,6 +137,8 @@ def table_metadata(table: str, tbl, defaults=None, cache: "ManifestStatsCache | 
     if cache and read.keys() != known.keys() and (known or len(read) >= CACHED_FROM_MANIFESTS):
         cache.save(table, layout, read)
     times = {s.snapshot_id: s.timestamp_ms for s in tbl.metadata.snapshots}
+    if expired_times and any(stat[3] not in times for stats in read.values() for stat in stats):
+        times = {**expired_times(), **times}
     for stats in read.values():
         meta.files += [FileStat(size, lo, hi, times.get(snapshot_id, 0), MIXED if partition == _MIXED_JSON else partition)
                        for size, lo, hi, snapshot_id, partition in stats]

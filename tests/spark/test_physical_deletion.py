@@ -126,3 +126,38 @@ def test_maintenance_keeps_the_append_time_of_dirty_records_in_a_straddling_file
     later = now + 2 * hour
     ev = {e.table: e for e in evaluate_all(lake_config, [table_name], now_ms=later)}[table_name]
     assert ev.max_compaction_delay_ms == later - appended_at - 2 * hour  # what evaluate reads
+
+
+def test_expiry_keeps_the_append_time_of_records_an_ingest_appended_during_the_run(spark, lake_config, table_name):
+    """Ingest goes on while the cleaner runs: a file appended after the run's snapshot is dirty, and
+    maintenance expires the snapshot that added it. Its records must keep their append time, or
+    they read as appended at epoch 0: a compaction delay of decades, a failed freshness rule and a
+    must-clean table on every run."""
+    from lakecleaner.append_times import read_append_times
+    from lakecleaner.engine import TableRef, _data_files, load_table_config
+    from lakecleaner.quality import validate_table
+    from lakecleaner.scheduler import evaluate_all
+
+    hour = 3_600_000
+    ref = create_compacted_table(spark, lake_config, table_name, {"max.compaction.lag.ms": str(hour)})
+    append(spark, ref, [{"key": k, "offset": o, "partition": 0, "value": f"v{o}"} for o, k in enumerate("aba")])
+    now = int(time.time() * 1000)
+    compact_table(spark, lake_config, table_name, now_ms=now)
+    append(spark, ref, [{"key": "c", "offset": 3, "partition": 0, "value": "v3"}])  # during the run
+    added = spark.sql(f"SELECT snapshot_id, unix_millis(committed_at) AS t FROM {ref.meta('snapshots')} "
+                      "ORDER BY committed_at DESC LIMIT 1").collect()[0]
+    assert maintain_table(spark, lake_config, table_name, now_ms=now)["snapshots_expired"] >= 1
+    left = {r["snapshot_id"] for r in spark.sql(f"SELECT snapshot_id FROM {ref.meta('snapshots')}").collect()}
+    assert added["snapshot_id"] not in left  # its commit time is no longer in the table's metadata
+
+    later = added["t"] + 2 * hour
+    ev = {e.table: e for e in evaluate_all(lake_config, [table_name], now_ms=later)}[table_name]
+    assert ev.max_compaction_delay_ms == later - added["t"] - hour  # what evaluate reads
+    tc, _ = load_table_config(spark, lake_config, TableRef.parse(table_name, lake_config.catalog.name))
+    current = spark.sql(f"SELECT snapshot_id FROM {ref.meta('snapshots')} ORDER BY committed_at DESC LIMIT 1"
+                        ).collect()[0]["snapshot_id"]
+    dirty = [f for f in _data_files(spark, ref, tc, current, read_append_times(lake_config, table_name))
+             if f["o_upper_bound"] == 3]
+    assert [f["appended_at"] for f in dirty] == [added["t"]]  # what the next compaction reads
+    summary = validate_table(spark, lake_config, table_name, now_ms=added["t"] + hour // 2, raise_on_failure=False)
+    assert all(r["success"] for r in summary["rules"] if r["rule"].startswith("freshness")), summary
