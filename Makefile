@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install demo test unit bench lint clean airflow browser-deps pg-deps
+.PHONY: install demo test unit bench chaos lint clean airflow browser-deps pg-deps
 
 $(STAMP): requirements.txt requirements-dev.txt requirements.lock pyproject.toml
 	@command -v java >/dev/null || { echo "lakecleaner needs a JDK (17) on PATH for Spark" >&2; exit 1; }
@@ -26,6 +26,11 @@ test: $(STAMP) browser-deps pg-deps
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit
+
+# Fault test with figures: 20 cleaning runs SIGKILLed at random points while another process appends,
+# on the JDBC catalog on a throwaway PostgreSQL (tests/chaos.py; a short series runs in `make test`).
+chaos: $(STAMP) pg-deps
+	$(BIN)/python tests/chaos.py --runs 20
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_compaction.py

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from lakecleaner.config import CatalogConfig, LakecleanerConfig, SparkConfig
+from lakecleaner.localpg import JDBC_JAR as PG_JAR, jdbc_catalog
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/cases.py, shared by unit and Spark tests
 _names = itertools.count()
@@ -15,9 +16,6 @@ _names = itertools.count()
 @pytest.fixture(scope="session")
 def warehouse(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("warehouse")
-
-
-PG_JAR = "/usr/share/java/postgresql.jar"  # Debian's libpostgresql-jdbc-java (make pg-deps)
 
 
 def _jars() -> dict:
@@ -36,48 +34,18 @@ def lake_config(warehouse, tmp_path_factory) -> LakecleanerConfig:
 
 @pytest.fixture(scope="session")
 def postgres():
-    """A throwaway PostgreSQL cluster on a free loopback port, with a database ``iceberg``; yields
-    the port. PostgreSQL refuses to run as root, so as root the cluster belongs to ``postgres``."""
-    import glob
-    import shutil
-    import subprocess
-    import tempfile
+    """A throwaway PostgreSQL cluster (lakecleaner.localpg) with a database ``iceberg``; yields its port."""
+    from lakecleaner import localpg
 
-    bins = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
-    if not bins or not os.path.exists(PG_JAR):
-        pytest.fail("PostgreSQL or its JDBC driver is missing: `make pg-deps` installs Debian's")
-    pg = bins[-1]
-    base = Path(tempfile.mkdtemp(prefix="lakecleaner-pg-", dir="/tmp"))  # traversable by its owner
-    as_owner = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-    if as_owner:
-        shutil.chown(base, "postgres")
-
-    def run(*cmd):
-        done = subprocess.run([*as_owner, *cmd], capture_output=True, text=True)
-        assert done.returncode == 0, f"{' '.join(cmd)}: {done.stderr or done.stdout}"
-
-    port = _free_port()
-    run(f"{pg}/initdb", "-D", str(base / "data"), "-A", "trust", "-U", "postgres")
-    run(f"{pg}/pg_ctl", "-D", str(base / "data"), "-w", "-l", str(base / "server.log"), "-o",
-        f"-p {port} -k {base} -c listen_addresses=127.0.0.1", "start")
-    try:
-        run(f"{pg}/createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "iceberg")
-        yield port
-    finally:
-        run(f"{pg}/pg_ctl", "-D", str(base / "data"), "-m", "immediate", "stop")
-        shutil.rmtree(base, ignore_errors=True)
+    if not localpg.available():
+        pytest.fail(localpg.MISSING)
+    with localpg.local_postgres() as server:
+        yield server.port
 
 
 def pg_catalog_config(port: int, warehouse: Path, name: str = "pglake") -> LakecleanerConfig:
-    """Iceberg's JDBC catalog on the test PostgreSQL: Spark's JdbcCatalog and pyiceberg's SqlCatalog
-    on the same database under the same catalog name, so both see the same tables."""
-    return LakecleanerConfig(
-        catalog=CatalogConfig(
-            name=name, type="sql", warehouse=f"file://{warehouse}",
-            spark_properties={"uri": f"jdbc:postgresql://127.0.0.1:{port}/iceberg", "jdbc.user": "postgres",
-                              "jdbc.schema-version": "V1"},
-            pyiceberg_properties={"uri": f"postgresql+psycopg2://postgres@127.0.0.1:{port}/iceberg"}),
-        spark=SparkConfig(master="local[2]", driver_memory="1g", conf=_jars()))
+    return LakecleanerConfig(catalog=jdbc_catalog(port, warehouse, name),
+                             spark=SparkConfig(master="local[2]", driver_memory="1g", conf=_jars()))
 
 
 @pytest.fixture(scope="session")

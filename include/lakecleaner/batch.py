@@ -185,6 +185,7 @@ class _BatchRun:
             self.next += 1
             self.in_flight.append(table)
             self._report()
+            self.emit(started_line(table, self.next, len(self.request.tables)))
             return table
 
     def _budget_spent(self) -> bool:
@@ -230,6 +231,11 @@ class _BatchRun:
             "tables": list(self.request.tables), "now_ms": self.request.now_ms, "in_progress": list(self.in_flight),
             "finished": not self.in_flight and (self.next >= len(self.request.tables) or self.stopped is not None),
             "outcomes": [o.as_dict() for o in self.ordered()]}
+
+
+def started_line(table: str, position: int, total: int) -> str:
+    """The task log's mark that a table's chain began (its section follows when it is done)."""
+    return f"lakecleaner: {table} ({position} of {total}): started"
 
 
 def _section(outcome: TableOutcome, position: int, total: int) -> str:
@@ -329,7 +335,8 @@ def result_line(outcome: TableOutcome, steps: tuple[str, ...]) -> dict:
     line = {"table": outcome.table, "status": outcome.status, "error": outcome.error}
     if len(steps) == 1:
         return {**line, "success": False} if steps[0] == "validate" else line
-    return {**line, "failed_step": outcome.failed_step, "duration_ms": outcome.duration_ms, **outcome.steps}
+    return {**line, "failed_step": outcome.failed_step, "duration_ms": outcome.duration_ms,
+            "step_ms": outcome.step_ms, **outcome.steps}
 
 
 # ---------------------------------------------------------------- the Spark applications in jobs/

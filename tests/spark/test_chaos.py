@@ -1,0 +1,16 @@
+"""A short `make chaos` series in the test suite: one cleaning run killed at each kind of point
+(after quarantine, between the MERGE's commit and the checkpoint, after maintenance's rewrite, at
+a random moment) while another process appends, on the PostgreSQL catalog."""
+import pytest
+
+from chaos import KINDS, Chaos
+
+pytestmark = pytest.mark.spark
+
+
+def test_killed_runs_recover_exactly_and_lose_no_appended_record(spark, pg_config, tmp_path):
+    report = Chaos(spark, pg_config, tmp_path, seed=11).run(list(KINDS))
+    assert report.runs == len(KINDS) and sum(report.kills[k] for k in KINDS) >= len(KINDS) - 1, report.lines()
+    assert report.recovered == report.runs, report.lines()
+    assert report.records_lost == 0 and report.unreadable_documents == 0, report.lines()
+    assert report.records_appended > 0
