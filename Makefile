@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install demo test unit bench chaos lint clean airflow browser-deps pg-deps
+.PHONY: install demo test unit bench chaos lint clean airflow airflow-pg browser-deps pg-deps
 
 $(STAMP): requirements.txt requirements-dev.txt requirements.lock pyproject.toml
 	@command -v java >/dev/null || { echo "lakecleaner needs a JDK (17) on PATH for Spark" >&2; exit 1; }
@@ -52,6 +52,14 @@ airflow: $(STAMP)
 	$(BIN)/python -m lakecleaner.airflow_setup
 	@echo "Airflow UI: http://localhost:8080, user admin, password in $(AIRFLOW_HOME_DIR)/simple_auth_manager_passwords.json.generated (written on first start)"
 	$(BIN)/airflow standalone
+
+# The same with Airflow's metadata database on a local PostgreSQL (Debian's; the cluster is kept in
+# airflow_home/postgres and stopped with Airflow), so LocalExecutor really runs cleaner.threads
+# applications at once. AIRFLOW_PG_PORT picks its port (default: a free one).
+airflow-pg: $(STAMP) pg-deps
+	$(BIN)/python -m lakecleaner.localpg --dir $(AIRFLOW_HOME_DIR)/postgres --database airflow \
+		$(if $(AIRFLOW_PG_PORT),--port $(AIRFLOW_PG_PORT)) -- \
+		$(MAKE) --no-print-directory airflow AIRFLOW_HOME_DIR=$(AIRFLOW_HOME_DIR)
 
 lint: $(STAMP)
 	$(BIN)/hadolint Dockerfile

@@ -22,7 +22,7 @@ Wiring only. Nothing here reads the config, the warehouse or the Iceberg jar at 
 - An application that dies (killed, out of memory) fails its task; its failure callback counts
   the table it was cleaning, as the application would have.
 - Environment: ``LAKECLEANER_CONFIG`` (the YAML), ``LAKECLEANER_SCHEDULE`` (cron, default every 15
-  min), ``LAKECLEANER_PACKAGE_DIR`` (where the --py-files zip is built; must be visible to the
+  min; ``none`` for triggered runs only), ``LAKECLEANER_PACKAGE_DIR`` (where the --py-files zip is built; must be visible to the
   worker that runs spark-submit; default $AIRFLOW_HOME/lakecleaner), and an Airflow connection ``spark_default`` naming the Spark master
   (without it SparkSubmitHook falls back to YARN), e.g. for the embedded setup
   ``AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type":"spark","host":"local[*]"}'``.
@@ -49,7 +49,9 @@ log = logging.getLogger("lakecleaner")
 DAG_ID = "lakecleaner"
 POOL = "lakecleaner"  # sized by cleaner.threads: see lakecleaner.airflow_setup
 SPARK_CONN_ID = "spark_default"
+# "none": runs are only triggered (by hand, the API, another scheduler); each then cleans as of its start
 SCHEDULE = os.environ.get("LAKECLEANER_SCHEDULE", "*/15 * * * *")
+SCHEDULE = None if SCHEDULE.strip().lower() == "none" else SCHEDULE
 
 
 # ---------------------------------------------------------------- callbacks (run on the worker)

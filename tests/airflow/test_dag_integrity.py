@@ -127,3 +127,5 @@ def test_the_schedule_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv("LAKECLEANER_SCHEDULE", "0 * * * *")
     dag = _parse().dags["lakecleaner"]
     assert dag.timetable.expression == "0 * * * *"
+    monkeypatch.setenv("LAKECLEANER_SCHEDULE", "none")  # triggered runs only (another scheduler, the API)
+    assert type(_parse().dags["lakecleaner"].timetable).__name__ == "NullTimetable"
