@@ -4,7 +4,7 @@ synthetic append times) and on the Spark job (tests/spark/test_cases_on_spark.py
 
 Time is relative: a run's ``now`` is ("batch", i, delta) = append time of batch i + delta, or
 ("run", k, delta) = the now of run k + delta. ``expect`` per run: the surviving (partition, offset)
-pairs, and optionally removals by reason and quarantined offsets.
+pairs, and optionally removals by reason and the offsets the run copies to quarantine.
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ class Case:
     runs: list
 
 
-S, E = "superseded", "expired_tombstone"
+S, E, Q = "superseded", "expired_tombstone", "quarantined"  # Q: copied to quarantine by an earlier run
 DAY = 86_400_000
 
 CASES = [
@@ -133,6 +133,16 @@ CASES = [
          {"compaction.retain.log.end.record": "false"},
          [[r(0, None, "orphan"), r(1, "a"), r(2, "a")]],
          [Run(("batch", 0, 1), {(0, 2)}, {(0, 1): S}, quarantined={(0, 0)})]),
+    Case("keyless_log_end_record_is_quarantined_once_kept_then_removed_once_not_last",
+         {},
+         [[r(0, "a"), r(1, "a"), r(2, None, "orphan"),
+           r(0, None, "orphan", partition=1), r(1, "c", partition=1)],  # keyless, but not the log end
+          [r(3, "b")]],
+         # the keyless offset 2 is partition 0's log end: copied to quarantine, and kept
+         [Run(("batch", 0, 1), {(0, 1), (0, 2), (1, 1)}, {(0, 0): S}, quarantined={(0, 2), (1, 0)}, after_batch=0),
+          Run(("run", 0, 1), {(0, 1), (0, 2), (1, 1)}, {}, after_batch=0),  # still the log end: no second copy
+          # offset 3 is the log end now: the keyless record goes, and is not copied again
+          Run(("batch", 1, 1), {(0, 1), (0, 3), (1, 1)}, {(0, 2): Q})]),
 ]
 
 

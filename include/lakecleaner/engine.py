@@ -36,7 +36,7 @@ from .config import (
 )
 from .rules import (
     QUARANTINE_NULL_KEY, QUARANTINE_NULL_OFFSET, QUARANTINE_NULL_PARTITION, REASON_EXPIRED_TOMBSTONE,
-    REASON_SUPERSEDED, Checkpoint, CheckpointError, allot_budget, log_ends,
+    REASON_SUPERSEDED, Checkpoint, CheckpointError, allot_budget, bad_records_at_log_end, log_ends, run_ends,
 )
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,6 @@ log = logging.getLogger(__name__)
 # shuffling the clean part: the clean side then streams at scan speed. Above it the run falls back
 # to a shuffle join (with Spark's runtime Bloom filter), so memory stays bounded for any key count.
 BROADCAST_ROWS_MAX = 2_000_000
-REASON_QUARANTINED = "quarantined"
 LONG_MIN = -(2**63)
 SPLIT_SIZE_MIN = 2**20  # the dirty scan's splits go no smaller
 
@@ -347,15 +346,18 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
 
     try:
         # Rule 7: bad records, anywhere. Iceberg's null counts say where none can be: no scan then.
+        retained = to_int(ckpt.retained)
         bad_rows = hold(base.where(fr.bad).select("*", fr.bad_reason.alias("quarantine_reason")))
         maybe_bad = any(r["identity_nulls_unknown"] or r["identity_nulls"] for r in files)
-        quarantined = bad_rows.count() if maybe_bad else 0
+        bad = _bad_figures(fr, bad_rows, retained) if maybe_bad else []
+        n_bad = sum(r["n"] for r in bad)
+        quarantined = n_bad - sum(r["copied_before"] for r in bad)  # copied by this run
+        bad_ends = {r["p"]: r["end"] for r in bad if r["p"] is not None and r["end"] is not None}
         phase("bad_rows_s")
         # Dirty part: past the checkpoint, pushed down to Iceberg so clean files are skipped. Records
         # are dated by their data file only when some file is young enough for the lag to matter.
         dirty_pred, dirty_scan = _dirty_scan(spark, ref, snapshot, fr, ckpt_offsets, files)
-        retained = to_int(ckpt.retained)
-        offset_map_run = not tc.versioned and not retained and not quarantined
+        offset_map_run = not tc.versioned and not retained and not n_bad
         any_young = any(r["appended_at"] > cutoff for r in files)
         if any_young:
             file_times = spark.createDataFrame([(r["_file"], r["appended_at"]) for r in files],
@@ -429,12 +431,19 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
         expired_clean = None
         if expired_through:
             expired_clean = hold(fr.narrow(base.where(clean_pred & fr.tomb_pushdown)).where(F.col("tomb") & expired_pred))
-        # Log end of partitions with no dirty record (only needed where something there may go).
-        idle = set(retained) | set(expired_through)
+        # Log end of partitions with no dirty record (only needed where something there may go), then
+        # of every partition with bad records: those count too (rule 6 holds for a keyless record).
+        idle = set(retained) | set(expired_through) | set(bad_ends)
         idle -= set(log_end)
         if idle and tc.retain_log_end_record:
             for r in clean.where(F.col("p").isin(list(idle))).groupBy("p").agg(F.max("o").alias("m")).collect():
                 log_end[r["p"]] = r["m"]
+        for p, end in bad_ends.items():
+            log_end[p] = max(end, log_end.get(p, end))
+        kept_bad = bad_records_at_log_end(bad_ends, log_end, tc.retain_log_end_record)
+        dirty_parts = {r["p"] for r in per_p}
+        ends = run_ends(ends, kept_bad, {p for p in kept_bad if p not in young_min and p not in cut
+                                         and (p in taken or p not in dirty_parts)})
         log_end_df = F.broadcast(_small_df(spark, log_end or {0: -1}, "log_end"))
         protected = F.lit(tc.retain_log_end_record) & (F.col("o") == F.col("log_end"))
         ctx = _RunContext(spark, ref, tc, fr, snapshot, hold, in_run, n_run, ends, clean,
@@ -447,7 +456,8 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
             plan = _offset_map_plan(ctx, omap, omap_sums)
             bytes_read = sum(f["size"] for f in files)  # its MERGE reads every file (keys and offsets)
         else:
-            plan = _ranked_plan(ctx, retained, bad_rows if quarantined else None, quarantined)
+            plan = _ranked_plan(ctx, retained, bad_rows.where(~_at(F, fr.p, fr.o, kept_bad)) if n_bad else None,
+                                n_bad - len(kept_bad))
             bytes_read = _bytes_scanned(files, ckpt_offsets, unpartitioned)
         phase("plan_s")
 
@@ -456,8 +466,8 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
         if plan.expired_by_partition:
             latest_cleaned = max(ckpt.first_cleaned_at(None if unpartitioned else p, o)
                                  for p, o in plan.expired_by_partition.items())
-        new_ckpt = ckpt.advanced(now_ms, from_int(ends), from_int(plan.new_retained), tc.delete_retention_ms,
-                                 plan.new_tombstones)
+        new_ckpt = ckpt.advanced(now_ms, from_int(ends), from_int({**plan.new_retained, **kept_bad}),
+                                 tc.delete_retention_ms, plan.new_tombstones)
         result.update(
             quarantined=quarantined, expired_tombstone_latest_cleaned_ms=latest_cleaned, anomalous=anomalous,
             dirty_records_in_run=n_run, bytes_read=bytes_read, bytes_written=0,
@@ -468,8 +478,8 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
         else:
             current, appends = _check_no_concurrent_cleaner(spark, ref, snapshot)
             plan.guard(appends, current)
-            if quarantined:
-                _quarantine(spark, cfg, ref, bad_rows, run_id, now_ms)
+            if quarantined:  # not those an earlier run copied and kept as the log end
+                _quarantine(spark, cfg, ref, bad_rows.where(~_at(F, fr.p, fr.o, retained)), run_id, now_ms)
             _fail_point("after_quarantine")
             phase("pre_merge_s")
             try:
@@ -486,7 +496,7 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
                                   bytes_written=int(summary.get("added-files-size", 0)),
                                   files_rewritten=int(summary.get("deleted-data-files", 0)),
                                   delete_files_written=int(summary.get("added-delete-files", 0)))
-                _record_figures(result, read + quarantined, superseded, expired, quarantined, phase)
+                _record_figures(result, read + n_bad, superseded, expired, n_bad - len(kept_bad), phase)
                 _fail_point("after_merge")
                 if new_ckpt.to_json() != ckpt.to_json():
                     spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES "
@@ -497,7 +507,7 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
                     raise
                 raise CommittedRunError(ref.short, result, exc) from exc
             return result
-        _record_figures(result, read + quarantined, superseded, expired, quarantined, phase)
+        _record_figures(result, read + n_bad, superseded, expired, n_bad - len(kept_bad), phase)
         return result
     finally:
         for frame in held:
@@ -520,8 +530,8 @@ def _conflict_error(ref: TableRef, exc: BaseException) -> CompactionError | None
                                       f"starts over")
 
 
-def _record_figures(result: dict, read: int, superseded: int, expired: int, quarantined: int, phase) -> None:
-    result.update(records_read=read, records_kept=read - superseded - expired - quarantined,
+def _record_figures(result: dict, read: int, superseded: int, expired: int, bad_removed: int, phase) -> None:
+    result.update(records_read=read, records_kept=read - superseded - expired - bad_removed,
                   removed_superseded=superseded, removed_expired_tombstones=expired, phases=phase.times)
 
 
@@ -572,15 +582,15 @@ class _Plan:
 
 def _ranked_plan(ctx: _RunContext, retained: dict, bad_rows, n_bad: int) -> _Plan:
     """Look up the cleaned records of the run's keys, rank every candidate by the strategy, and
-    remove the losers (plus expired tombstones and bad records) by exact identity."""
+    remove the losers (plus expired tombstones and ``bad_rows``, the bad records that go) by exact
+    identity."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     spark, tc, fr, clean, in_run = ctx.spark, ctx.tc, ctx.fr, ctx.clean, ctx.in_run
     run_keys = in_run.select("p", "key")
     if retained:  # keys of records kept only as the log end are examined again
-        retained_pred = reduce(lambda a, b: a | b, [(F.col("p") == p) & (F.col("o") == o) for p, o in retained.items()])
-        run_keys = run_keys.unionByName(clean.where(retained_pred).select("p", "key"))
+        run_keys = run_keys.unionByName(clean.where(_at(F, F.col("p"), F.col("o"), retained)).select("p", "key"))
     run_keys = run_keys.distinct()
     run_keys = _join_side(run_keys, ctx.n_run + len(retained))
     clean_cand = clean.join(run_keys, ["p", "key"], "left_semi")
@@ -637,6 +647,25 @@ def _ranked_plan(ctx: _RunContext, retained: dict, bad_rows, n_bad: int) -> _Pla
     return _Plan(expired=expired, expired_by_partition=expired_by_partition,
                  new_tombstones=int(figures["new_tombstones"] or 0), new_retained=new_retained, commit=commit,
                  figures=lambda summary: (superseded, int(figures["read"])))
+
+
+def _at(F, p_col, o_col, positions: dict):
+    """Records at these (partition, offset) positions; false, never null, for a null partition or
+    offset, so that its negation keeps such a record."""
+    if not positions:
+        return F.lit(False)
+    at = reduce(lambda a, b: a | b, [(p_col == F.lit(p)) & (o_col == F.lit(o)) for p, o in positions.items()])
+    return F.coalesce(at, F.lit(False))
+
+
+def _bad_figures(fr: _Frames, bad_rows, retained: dict) -> list[dict]:
+    """Per partition (None: a null partition), the bad records, their highest offset, and how many
+    of them an earlier run copied to quarantine and kept as the log end (those in ``retained``)."""
+    from pyspark.sql import functions as F
+
+    return [r.asDict() for r in bad_rows.groupBy(fr.p.alias("p")).agg(
+        F.count("*").alias("n"), F.max(fr.o).alias("end"),
+        F.sum(_at(F, fr.p, fr.o, retained).cast("int")).alias("copied_before")).collect()]
 
 
 def _offset_map(in_run):

@@ -13,7 +13,8 @@ from typing import Any, Hashable, Iterable
 from .config import TableConfig
 from .rules import (
     QUARANTINE_NULL_KEY, QUARANTINE_NULL_OFFSET, QUARANTINE_NULL_PARTITION, REASON_EXPIRED_TOMBSTONE,
-    REASON_SUPERSEDED, Checkpoint, Partition, allot_budget, order_key, tombstone_expired,
+    REASON_QUARANTINED, REASON_SUPERSEDED, Checkpoint, Partition, allot_budget, bad_records_at_log_end, order_key,
+    run_ends, tombstone_expired,
 )
 
 
@@ -38,12 +39,19 @@ class Record:
 @dataclass
 class RunOutcome:
     removed: dict[Hashable, str] = field(default_factory=dict)  # record id -> reason
-    quarantined: dict[Hashable, str] = field(default_factory=dict)  # record id -> reason
+    quarantined: dict[Hashable, str] = field(default_factory=dict)  # record id -> reason: copied by this run
+    log_end_kept: set[Hashable] = field(default_factory=set)  # bad records left in the table as the log end
     checkpoint: Checkpoint = field(default_factory=Checkpoint)
     stats: dict[str, int | None] = field(default_factory=dict)
 
     def survivors(self, records: Iterable[Record]) -> list[Record]:
-        return [r for r in records if r.id not in self.removed and r.id not in self.quarantined]
+        return [r for r in records if r.id not in self.removed
+                and (r.id not in self.quarantined or r.id in self.log_end_kept)]
+
+
+def in_a_log(record: Record, partitioned: bool) -> bool:
+    """Whether the record has a position in a partition's log (and so may be its log end)."""
+    return record.offset is not None and (record.partition is not None or not partitioned)
 
 
 def bad_record_reason(record: Record, partitioned: bool) -> str | None:
@@ -61,20 +69,12 @@ def compact(records: list[Record], checkpoint: Checkpoint, cfg: TableConfig, now
     cutoff = now_ms - cfg.min_compaction_lag_ms  # appended at or before this: old enough (rule 3)
     partitioned = cfg.partition_column is not None
 
-    # Rule 7: records that cannot take part are quarantined. Not subject to the lag: a record with
-    # no key or offset can never be compacted, so waiting would only delay its report.
-    good: list[Record] = []
-    for r in records:
-        reason = bad_record_reason(r, partitioned)
-        if reason is None:
-            good.append(r)
-        else:
-            out.quarantined[r.id] = reason
-
+    good = [r for r in records if bad_record_reason(r, partitioned) is None]
     by_partition: dict[Partition, list[Record]] = defaultdict(list)
     for r in good:
         by_partition[r.partition].append(r)
-    log_end = {p: max(r.offset for r in rs) for p, rs in by_partition.items()}
+    log_end = _log_ends(records, partitioned)  # rule 6: bad records count too
+    retained = quarantine(records, checkpoint, cfg, log_end, out)  # rule 7; superseded ones join below
 
     def is_clean(r: Record) -> bool:
         through = checkpoint.cleaned_through(r.partition)
@@ -92,7 +92,9 @@ def compact(records: list[Record], checkpoint: Checkpoint, cfg: TableConfig, now
     share = allot_budget({p: len(rs) for p, rs in eligible.items()}, cfg.max_records_per_run)
     in_run = {p: eligible[p][: share[p]] for p in eligible if share[p] > 0}
     run_ids = {r.id for rs in in_run.values() for r in rs}
-    ends = {p: rs[-1].offset for p, rs in in_run.items()}
+    dirty_counts = {p: sum(not is_clean(r) for r in rs) for p, rs in by_partition.items()}
+    fully_taken = {p for p in log_end if len(in_run.get(p, ())) == dirty_counts.get(p, 0)}
+    ends = run_ends({p: rs[-1].offset for p, rs in in_run.items()}, retained, fully_taken)
 
     # Rule 4: keys with a record in this run (plus keys of records kept only as the log end).
     clean = [r for r in good if is_clean(r)]
@@ -108,10 +110,10 @@ def compact(records: list[Record], checkpoint: Checkpoint, cfg: TableConfig, now
     def protected(r: Record) -> bool:  # rule 6
         return cfg.retain_log_end_record and r.offset == log_end[r.partition]
 
-    retained: dict[Partition, int] = {}
     new_tombstones = 0
     expired_cleaned_at: list[int] = []
-    read = len(run_ids) + len(out.quarantined)
+    bad = len(records) - len(good)
+    read = len(run_ids) + bad
     for (p, key), rs in groups.items():
         rs.sort(key=lambda r: order_key(cfg.versioned, r.offset, r.version), reverse=True)
         winner = rs[0]
@@ -140,7 +142,7 @@ def compact(records: list[Record], checkpoint: Checkpoint, cfg: TableConfig, now
     expired = sum(1 for v in out.removed.values() if v == REASON_EXPIRED_TOMBSTONE)
     out.stats = {
         "records_read": read,
-        "records_kept": read - superseded - expired - len(out.quarantined),
+        "records_kept": read - superseded - expired - (bad - len(out.log_end_kept)),
         "removed_superseded": superseded,
         "removed_expired_tombstones": expired,
         "quarantined": len(out.quarantined),
@@ -149,3 +151,34 @@ def compact(records: list[Record], checkpoint: Checkpoint, cfg: TableConfig, now
         "expired_tombstone_latest_cleaned_ms": max(expired_cleaned_at, default=None),
     }
     return out
+
+
+def _log_ends(records: Iterable[Record], partitioned: bool) -> dict[Partition, int]:
+    """Each partition's highest offset, over every record with a position in its log."""
+    ends: dict[Partition, int] = {}
+    for r in records:
+        if in_a_log(r, partitioned):
+            ends[r.partition] = max(r.offset, ends.get(r.partition, r.offset))
+    return ends
+
+
+def quarantine(records: list[Record], checkpoint: Checkpoint, cfg: TableConfig, log_end: dict[Partition, int],
+               out: RunOutcome) -> dict[Partition, int]:
+    """Rule 7: records that cannot take part are copied to quarantine and removed. Not subject to the
+    lag: a record with no key or offset can never be compacted, so waiting would only delay its
+    report. Rule 6 first: a bad record at its partition's log end stays until a later record
+    arrives, remembered in the checkpoint as retained, so that it is copied once. Returns those."""
+    partitioned = cfg.partition_column is not None
+    bad = [(r, reason) for r in records if (reason := bad_record_reason(r, partitioned)) is not None]
+    bad_ends = _log_ends((r for r, _ in bad), partitioned)
+    kept = bad_records_at_log_end(bad_ends, log_end, cfg.retain_log_end_record)
+    for r, reason in bad:
+        placed = in_a_log(r, partitioned)
+        copied_before = placed and checkpoint.retained.get(r.partition) == r.offset
+        if not copied_before:
+            out.quarantined[r.id] = reason
+        if placed and kept.get(r.partition) == r.offset:
+            out.log_end_kept.add(r.id)
+        elif copied_before:
+            out.removed[r.id] = REASON_QUARANTINED
+    return kept

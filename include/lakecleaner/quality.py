@@ -65,11 +65,19 @@ def _clean_pred(ckpt: Checkpoint) -> str | None:
     return " OR ".join(terms) or None
 
 
+def _not_kept_as_log_end(ckpt: Checkpoint) -> str:
+    """Neither its partition's log end now nor a record the last run kept as the log end (the
+    checkpoint's ``retained``): ingest may have appended behind that one since, and the next run
+    removes it."""
+    kept = " OR ".join(f"lc_o = {o}" if p is None else f"(lc_p = {p} AND lc_o = {o})" for p, o in ckpt.retained.items())
+    return f"(lc_o < lc_log_end AND NOT ({kept}))" if kept else "lc_o < lc_log_end"
+
+
 def build_rules(tc: TableConfig, ckpt: Checkpoint, now_ms: int, interval_ms: int, max_delay_ms: int,
                 anomalous_share_max: float) -> list[Rule]:
     keys = ", ".join(f"`{k}`" for k in tc.key_columns)
     with_log_end = "(SELECT *, max(lc_o) OVER (PARTITION BY lc_p) AS lc_log_end FROM {batch})"
-    not_log_end = "lc_o < lc_log_end" if tc.retain_log_end_record else "TRUE"
+    not_log_end = _not_kept_as_log_end(ckpt) if tc.retain_log_end_record else "TRUE"
     rules = []
     expired = _expired_pred(ckpt, now_ms - interval_ms, tc.delete_retention_ms)
     if expired:
@@ -93,11 +101,13 @@ def build_rules(tc: TableConfig, ckpt: Checkpoint, now_ms: int, interval_ms: int
             f"SELECT *, row_number() OVER (PARTITION BY lc_p, lc_key ORDER BY lc_has_ver DESC, lc_ver DESC, lc_o DESC)"
             f" AS lc_rank FROM {with_log_end} WHERE ({clean})) WHERE lc_rank > 1 AND {not_log_end} "
             f"LIMIT {OFFENDING_ROWS}"))
-        # Only the cleaned part: a keyless record an ingest appended since is dirty, the next run's to move
+        # Only the cleaned part: a keyless record an ingest appended since is dirty, the next run's to move.
+        # A partition's log end stays, though copied to quarantine (rule 6: its highest offset never goes).
         null_key = " OR ".join(f"`{k}` IS NULL" for k in tc.key_columns)
-        rules.append(Rule("no null keys outside quarantine", "cleaned keyless records are moved to the quarantine table",
-                          f"SELECT lc_p AS partition_id, lc_o AS offset_id FROM {{batch}} WHERE ({null_key}) AND ({clean}) "
-                          f"LIMIT {OFFENDING_ROWS}"))
+        rules.append(Rule("no null keys outside quarantine",
+                          "cleaned keyless records are moved to the quarantine table, except each partition's log end",
+                          f"SELECT lc_p AS partition_id, lc_o AS offset_id FROM {with_log_end} WHERE ({null_key}) "
+                          f"AND ({clean}) AND {not_log_end} LIMIT {OFFENDING_ROWS}"))
     rules.append(Rule("offsets unique per partition", "Kafka's contract: one record per (partition, offset)",
                       f"SELECT lc_p AS partition_id, lc_o AS offset_id, count(*) AS records FROM {{batch}} "
                       f"GROUP BY lc_p, lc_o HAVING count(*) > 1 LIMIT {OFFENDING_ROWS}"))

@@ -18,6 +18,7 @@ NO_PARTITION = "-"  # how None is written in checkpoint JSON
 
 REASON_SUPERSEDED = "superseded"
 REASON_EXPIRED_TOMBSTONE = "expired_tombstone"
+REASON_QUARANTINED = "quarantined"  # a bad record copied to quarantine by an earlier run, removed now
 QUARANTINE_NULL_KEY = "null key"
 QUARANTINE_NULL_OFFSET = "null offset"
 QUARANTINE_NULL_PARTITION = "null partition"
@@ -100,6 +101,33 @@ def _partition_sort(p: Partition) -> tuple:
     return (p is not None, p if p is not None else 0)
 
 
+# ---------------------------------------------------------------- rules 6 and 7: a bad record at the log end
+def bad_records_at_log_end(bad_ends: Mapping[Partition, int], log_ends: Mapping[Partition, int],
+                           retain_log_end_record: bool) -> dict[Partition, int]:
+    """Per partition, the offset of the bad record kept in the table as its log end: rule 6 holds
+    for a keyless record too, so the highest offset of a partition never goes backwards (it is
+    copied to quarantine all the same, once). ``bad_ends``: each partition's highest offset among
+    its bad records; ``log_ends``: among all its records. Only records with a place in a partition's
+    log count in either: one with a null offset, or a null partition in a partitioned table, is at
+    no position of any log, so it is never a log end and always goes."""
+    if not retain_log_end_record:
+        return {}
+    return {p: o for p, o in bad_ends.items() if log_ends.get(p) == o}
+
+
+def run_ends(taken_ends: Mapping[Partition, int], kept_bad: Mapping[Partition, int],
+             fully_taken: Iterable[Partition]) -> dict[Partition, int]:
+    """Where the run leaves the checkpoint of each partition: its last record taken, and past a bad
+    record it keeps as the log end (copied to quarantine, so examined) when it took every dirty
+    record of that partition. Below it, the kept record would count as dirty for ever: a dirty
+    ratio that never falls, a compaction delay that only grows. Never past a dirty record the run
+    did not take (younger than the lag, or over its budget)."""
+    ends = dict(taken_ends)
+    for p in set(fully_taken) & set(kept_bad):
+        ends[p] = max(kept_bad[p], ends.get(p, kept_bad[p]))
+    return ends
+
+
 # ---------------------------------------------------------------- rule 8: the checkpoint
 @dataclass
 class Checkpoint:
@@ -110,8 +138,10 @@ class Checkpoint:
     newest last, pruned to what tombstone horizons still need: a tombstone at offset o was first
     cleaned by the earliest entry covering o. The tombstone counts let the scheduler tell from
     metadata alone that some tombstone is due (record statistics cannot: deleted rows keep theirs).
-    ``retained``: per partition, the offset of a superseded record kept only because it was the log
-    end; the next run re-examines its key so it does not outlive its replacement.
+    ``retained``: per partition, the offset of a record kept only because it was the log end: a
+    superseded record, whose key the next run re-examines so it does not outlive its replacement,
+    or a bad record, which the run copied to quarantine, so later runs do not copy it again and
+    remove it once it is no longer the log end.
     """
 
     offsets: dict[Partition, int] = field(default_factory=dict)

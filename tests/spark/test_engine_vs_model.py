@@ -113,6 +113,18 @@ def test_above_the_broadcast_bound_joins_shuffle_and_agree_with_the_model(spark,
         spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
 
 
+@pytest.mark.parametrize("strategy", ["offset", "timestamp"])
+def test_keyless_log_ends_of_an_unpartitioned_table_agree_with_the_model(spark, lake_config, strategy):
+    """A keyless log end is kept (copied once), replaced by a later keyless one, then by a keyed one."""
+    rec = lambda key: {"key": key, "partition": 0, "timestamp": 1, "headers": None,  # noqa: E731
+                       "tombstone": None, "value": "x", "ver": None}
+    props = {"compaction.strategy": strategy, "compaction.strategy.header": "", "compaction.strategy.column": "",
+             "compaction.max.records.per.run": 1000, "compaction.retain.log.end.record": "true",
+             "delete.retention.ms": 1, "min.compaction.lag.ms": 0}
+    batches = [[rec("a"), rec("a"), rec(None)], [rec(None)], [rec("b")]]
+    _check_against_model(spark, lake_config, (props, False, batches, [(0, 1), (0, 1), (1, 1), (2, 1)]))
+
+
 def test_offset_map_over_budget_and_within_agree_with_the_model(spark, lake_config, monkeypatch):
     """An offset-strategy run over budget takes its range first and maps it; one within budget maps
     the whole dirty part directly. Both ways, in one table's life, against the model."""

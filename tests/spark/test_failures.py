@@ -184,6 +184,29 @@ def test_a_crash_between_commits_is_safe_to_repeat(spark, lake_config, table_nam
     assert quarantine.select("partition", "offset").distinct().count() == keyless
 
 
+@pytest.mark.parametrize("fail_at", ["after_quarantine", "after_merge"])
+def test_a_crash_never_loses_a_keyless_log_end(spark, lake_config, table_name, monkeypatch, fail_at):
+    """A keyless log end stays in the table (rule 6), copied to quarantine once. A crash before the
+    checkpoint says it was copied makes the next run copy it again (a duplicate, as for any crash
+    after the copy), never lose it; once a later record arrives it goes, without another copy."""
+    ref = create_compacted_table(spark, lake_config, table_name)  # retains the log end
+    append(spark, ref, [{"key": "a", "offset": 0, "partition": 0, "value": "x"},
+                        {"key": "a", "offset": 1, "partition": 0, "value": "y"},
+                        {"key": None, "offset": 2, "partition": 0, "value": "orphan"}])
+    monkeypatch.setenv("LAKECLEANER_FAIL_AT", fail_at)
+    with pytest.raises(CompactionError, match=f"injected failure at {fail_at}"):
+        compact_table(spark, lake_config, table_name)
+    monkeypatch.delenv("LAKECLEANER_FAIL_AT")
+    assert compact_table(spark, lake_config, table_name)["quarantined"] == 1  # the checkpoint never said so
+    assert compact_table(spark, lake_config, table_name)["quarantined"] == 0
+    assert _ids(spark, ref) == [(0, 1), (0, 2)]
+    append(spark, ref, [{"key": "b", "offset": 3, "partition": 0, "value": "z"}])
+    assert compact_table(spark, lake_config, table_name)["quarantined"] == 0
+    assert _ids(spark, ref) == [(0, 1), (0, 3)]
+    copies = spark.table(ref.sql("__quarantine")).select("offset").collect()
+    assert [r["offset"] for r in copies] == [2, 2]
+
+
 def test_a_killed_job_leaves_the_table_readable_and_the_next_run_correct(spark, lake_config, config_file, table_name):
     ref = _filled(spark, lake_config, table_name, batches=4, per_batch=200, keys=50)
     now = int(time.time() * 1000)

@@ -161,3 +161,23 @@ def test_expiry_keeps_the_append_time_of_records_an_ingest_appended_during_the_r
     assert [f["appended_at"] for f in dirty] == [added["t"]]  # what the next compaction reads
     summary = validate_table(spark, lake_config, table_name, now_ms=added["t"] + hour // 2, raise_on_failure=False)
     assert all(r["success"] for r in summary["rules"] if r["rule"].startswith("freshness")), summary
+
+
+def test_a_keyless_log_end_record_keeps_the_checkpoint_valid_through_maintenance(spark, lake_config, table_name):
+    """Found by `make chaos`: a keyless last record was quarantined and removed, maintenance's rewrite
+    then dropped it physically, the table's highest offset fell below the checkpoint, and evaluate
+    reset the checkpoint ("past the log end"): the whole partition looked dirty again, the freshness
+    rule failed. The log end record stays (rule 6), whatever its key."""
+    from lakecleaner.scheduler import evaluate_all
+
+    hour = 3_600_000
+    ref = create_compacted_table(spark, lake_config, table_name, {"max.compaction.lag.ms": str(hour)})
+    append(spark, ref, [{"key": "a", "offset": 0, "partition": 0, "value": "v0"},
+                        {"key": "a", "offset": 1, "partition": 0, "value": "v1"},
+                        {"key": None, "offset": 2, "partition": 0, "value": "keyless"}])
+    now = int(time.time() * 1000)
+    assert compact_table(spark, lake_config, table_name, now_ms=now)["quarantined"] == 1
+    assert maintain_table(spark, lake_config, table_name, now_ms=now)["rewritten_data_files"] >= 1
+    assert max(r["offset"] for r in spark.table(ref.sql()).collect()) == 2  # the log end is still there
+    ev = {e.table: e for e in evaluate_all(lake_config, [table_name], now_ms=now + 2 * hour)}[table_name]
+    assert ev.dirty_ratio == 0.0 and ev.max_compaction_delay_ms == 0 and "reset" not in ev.reason, ev

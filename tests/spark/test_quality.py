@@ -103,6 +103,23 @@ def test_a_keyless_record_appended_since_the_run_is_not_a_failure(spark, lake_co
     assert "no null keys outside quarantine" not in _failed_rules(summary), summary
 
 
+def test_a_keyless_log_end_passes_the_null_key_rule_and_any_other_keyless_record_fails_it(spark, lake_config,
+                                                                                           table_name):
+    """Rule 6 keeps a partition's log end even when it is keyless (copied to quarantine as well); any
+    other keyless record in the cleaned part is one a run failed to move."""
+    ref = create_compacted_table(spark, lake_config, table_name)
+    append(spark, ref, _rows(0, 3) + [{"key": None, "offset": 3, "partition": 0, "value": "x"}])
+    _set_checkpoint(spark, ref, Checkpoint(offsets={0: 3}))
+    summary = validate_table(spark, lake_config, table_name, raise_on_failure=False)
+    assert "no null keys outside quarantine" not in _failed_rules(summary), summary
+    append(spark, ref, [{"key": None, "offset": 0, "partition": 1, "value": "x"},
+                        {"key": "k1", "offset": 1, "partition": 1, "value": "y"}])
+    _set_checkpoint(spark, ref, Checkpoint(offsets={0: 3, 1: 1}))
+    summary = validate_table(spark, lake_config, table_name, raise_on_failure=False)
+    rule = next(r for r in summary["rules"] if r["rule"] == "no null keys outside quarantine")
+    assert not rule["success"] and rule["offending"] == [{"partition_id": 1, "offset_id": 0}], rule
+
+
 def test_freshness_fails_when_dirty_data_is_past_max_lag(spark, lake_config, table_name):
     ref = create_compacted_table(spark, lake_config, table_name, {"max.compaction.lag.ms": "1"})
     append(spark, ref, _rows(0, 3))

@@ -62,3 +62,33 @@ def test_model_removes_a_tombstone_at_the_kip534_horizon(wait, gone):
     assert later.removed == ({(0, 1): E} if gone else {})
     assert later.stats["removed_expired_tombstones"] == int(gone)
     assert first.checkpoint.tombstones_due(now, tc.delete_retention_ms) is gone  # the scheduler agrees
+
+
+def test_a_record_with_no_place_in_a_log_is_never_kept_as_its_log_end():
+    """Rule 6 keeps a keyless log end; a null offset or (partitioned) a null partition puts a record
+    at no position of any partition's log, so it is quarantined and removed, and ends no log."""
+    tc = resolve_table("t.case", {}, SCHEMA_COLUMNS)
+    rows = [r(0, "a"), r(1, "a"), r(None, "b"), r(9, "c", partition=None), r(0, None, partition=1)]
+    records = [record_from_row(row, tc, BASE_MS) for row in rows]
+    out = compact(records, Checkpoint(), tc, BASE_MS + 1)
+    assert set(out.quarantined) == {(0, None), (None, 9), (1, 0)}
+    assert out.removed == {(0, 0): "superseded"}
+    assert {x.id for x in out.survivors(records)} == {(0, 1), (1, 0)}  # (1, 0): partition 1's log end
+    assert out.checkpoint.retained == {1: 0}
+
+
+def test_a_kept_keyless_log_end_is_inside_the_checkpoint_unless_a_dirty_record_below_waits():
+    """The run copies the keyless log end to quarantine and keeps it; its checkpoint covers it, or the
+    partition would read as dirty for ever. A record below it that the run could not take (younger
+    than min.compaction.lag.ms) keeps the checkpoint below both."""
+    from lakecleaner.model import Record
+
+    tc = resolve_table("t.t", {"min.compaction.lag.ms": "1000"}, SCHEMA_COLUMNS)
+    old, young = 0, 10_000
+    recs = [Record(0, 0, ("a",), old), Record(0, 1, ("a",), old), Record(0, 2, None, old)]
+    out = compact(recs, Checkpoint(), tc, now_ms=5_000)
+    assert out.checkpoint.offsets == {0: 2} and (0, 2) in out.quarantined
+    assert [r.id for r in out.survivors(recs)] == [(0, 1), (0, 2)]
+    waiting = [*recs[:2], Record(0, 2, ("b",), young), Record(0, 3, None, old)]
+    out = compact(waiting, Checkpoint(), tc, now_ms=5_000)
+    assert out.checkpoint.offsets == {0: 1}  # offset 2 is too young to take: not past it
