@@ -36,7 +36,7 @@ import threading
 
 from lakecleaner.batch import RESULT_MARKER, BatchRequest, clean_tables
 from lakecleaner.cli import submit_command
-from lakecleaner.config import LakecleanerConfig
+from lakecleaner.config import LakecleanerConfig, config_document
 from lakecleaner.engine import TableRef
 from lakecleaner.model import compact
 from lakecleaner.quality import quality_root
@@ -119,12 +119,9 @@ class Chaos:
 
     # ------------------------------------------------------------ processes
     def write_config(self) -> None:
-        c = self.cfg.catalog
-        self.config_path.write_text(yaml.safe_dump({
-            "catalog": {"name": c.name, "type": c.type, "warehouse": c.warehouse,
-                        "spark_properties": dict(c.spark_properties),
-                        "pyiceberg_properties": dict(c.pyiceberg_properties)},
-            "spark": {"master": "local[2]", "driver_memory": "1g", "conf": dict(self.cfg.spark.conf)}}))
+        doc = config_document(self.cfg)
+        doc["spark"].update(master="local[2]", driver_memory="1g")
+        self.config_path.write_text(yaml.safe_dump(doc))
 
     def start_appender(self) -> subprocess.Popen:
         script = self.workdir / "appender.py"

@@ -473,6 +473,18 @@ def _check_cleaner(cleaner: CleanerConfig) -> None:
         raise ConfigError(None, "cleaner.state_location", cleaner.state_location, "must be a location string")
 
 
+def config_document(cfg: LakecleanerConfig, **sections: Mapping[str, Any]) -> dict[str, Any]:
+    """``cfg``'s catalog and Spark sections as the YAML ``load_config`` reads, plus ``sections``: for
+    code that hands a configuration built in Python to another process (spark-submit, the CLI, Airflow)."""
+    c, s = cfg.catalog, cfg.spark
+    return {"catalog": {"name": c.name, "type": c.type, "warehouse": c.warehouse, "properties": dict(c.properties),
+                        "spark_properties": dict(c.spark_properties),
+                        "pyiceberg_properties": dict(c.pyiceberg_properties)},
+            "spark": {"master": s.master, "iceberg_runtime": s.iceberg_runtime, "driver_memory": s.driver_memory,
+                      "conf": dict(s.conf)},
+            **sections}
+
+
 def load_config(path: str | os.PathLike | None = None) -> LakecleanerConfig:
     """Load the YAML config: explicit path, else $LAKECLEANER_CONFIG, else include/lakecleaner.yaml.
     A relative warehouse path of a hadoop catalog is resolved against the config file's directory."""

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from lakecleaner.config import config_document
 from lakecleaner.localpg import free_port
 from lakecleaner.model import compact
 from lakecleaner.rules import Checkpoint
@@ -34,12 +35,9 @@ def _rows(start, n, keys=6):
 
 
 def _config(pg_config, path: Path) -> Path:
-    c = pg_config.catalog
-    path.write_text(yaml.safe_dump({
-        "catalog": {"name": c.name, "type": c.type, "warehouse": c.warehouse,
-                    "spark_properties": dict(c.spark_properties), "pyiceberg_properties": dict(c.pyiceberg_properties)},
-        "spark": {"master": "local[1]", "driver_memory": "1g", "conf": dict(pg_config.spark.conf)},
-        "cleaner": {"threads": 2, "namespaces": [NAMESPACE]}}))
+    doc = config_document(pg_config, cleaner={"threads": 2, "namespaces": [NAMESPACE]})
+    doc["spark"].update(master="local[1]", driver_memory="1g")
+    path.write_text(yaml.safe_dump(doc))
     return path
 
 

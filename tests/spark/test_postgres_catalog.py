@@ -55,11 +55,11 @@ def test_compact_evaluate_maintain_validate_on_the_jdbc_catalog(spark, pg_config
 def _config_file(cfg, path):
     import yaml
 
-    c = cfg.catalog
-    path.write_text(yaml.safe_dump({
-        "catalog": {"name": c.name, "type": c.type, "warehouse": c.warehouse,
-                    "spark_properties": dict(c.spark_properties), "pyiceberg_properties": dict(c.pyiceberg_properties)},
-        "spark": {"master": "local[1]", "driver_memory": "1g", "conf": dict(cfg.spark.conf)}}))
+    from lakecleaner.config import config_document
+
+    doc = config_document(cfg)
+    doc["spark"].update(master="local[1]", driver_memory="1g")
+    path.write_text(yaml.safe_dump(doc))
     return path
 
 

@@ -879,3 +879,21 @@ def test_columns_with_quote_characters_are_refused_naming_the_setting(name):
     with pytest.raises(ConfigError) as err:
         resolve_table(TABLE, {"compaction.key.columns": name}, {**ALL_COLUMNS, name: "string"})
     check_error(err.value, TABLE, "compaction.key.columns", name, "not supported")
+
+
+def test_a_config_document_loads_back_as_the_same_config(tmp_path):
+    """config_document hands a configuration built in Python to another process (spark-submit, the
+    CLI, Airflow): what that process loads is what was built."""
+    import yaml
+
+    from lakecleaner.config import CatalogConfig, LakecleanerConfig, SparkConfig, config_document, load_config
+
+    cfg = LakecleanerConfig(
+        catalog=CatalogConfig(name="pglake", type="sql", warehouse="file:///tmp/wh",
+                              spark_properties={"uri": "jdbc:postgresql://127.0.0.1:5/iceberg", "jdbc.user": "u"},
+                              pyiceberg_properties={"uri": "postgresql+psycopg2://u@127.0.0.1:5/iceberg"}),
+        spark=SparkConfig(master="local[1]", driver_memory="1g", conf={"spark.jars": "/a.jar"}))
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(config_document(cfg, cleaner={"threads": 2})))
+    loaded = load_config(path)
+    assert loaded.catalog == cfg.catalog and loaded.spark == cfg.spark and loaded.cleaner.threads == 2
