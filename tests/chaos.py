@@ -37,7 +37,7 @@ import threading
 from lakecleaner.batch import RESULT_MARKER, BatchRequest, clean_tables
 from lakecleaner.cli import submit_command
 from lakecleaner.config import LakecleanerConfig, config_document
-from lakecleaner.engine import TableRef
+from lakecleaner.engine import TableRef, quarantine_table
 from lakecleaner.model import compact
 from lakecleaner.quality import quality_root
 from lakecleaner.rules import Checkpoint
@@ -61,7 +61,7 @@ def appended_row(offset: int) -> dict:
 APPENDER = """
 import sys
 from lakecleaner.config import load_config
-from lakecleaner.engine import TableRef
+from lakecleaner.engine import TableRef, quarantine_table
 from lakecleaner.spark import get_spark
 from lakecleaner.tables import append
 sys.path.insert(0, sys.argv[3])
@@ -197,7 +197,7 @@ class Chaos:
             return False
 
     def _refresh(self) -> None:
-        for name in (self.ref, TableRef(self.ref.catalog, self.ref.namespace, self.ref.name + "__quarantine")):
+        for name in (self.ref, quarantine_table(self.cfg, self.ref)):
             try:
                 self.spark.catalog.refreshTable(name.sql().replace("`", ""))
             except Exception:  # noqa: BLE001 - not created yet
@@ -221,7 +221,7 @@ class Chaos:
         ok = run.status == "ok"
         kept = self._ids(self.ref)
         equal = kept == sorted(r.id for r in outcome.survivors(records))
-        lost = self._lost(set(kept), set(self._ids(quarantine_of(self.ref))))
+        lost = self._lost(set(kept), set(self._ids(quarantine_table(self.cfg, self.ref))))
         self.report.records_lost += lost
         if not (ok and equal and not lost):
             self.log(f"  round {round_no}: next run ok={ok} equal to model={equal} lost={lost}: {run.error}")
@@ -301,10 +301,6 @@ def _read_lines(stream, lines: list[str], chain_started: threading.Event) -> Non
 def series(runs: int, rng: random.Random) -> list[str]:
     """Every kind of kill once, then kinds drawn at random."""
     return [*KINDS, *(rng.choice(KINDS) for _ in range(max(runs - len(KINDS), 0)))][:runs]
-
-
-def quarantine_of(ref: TableRef) -> TableRef:
-    return TableRef(ref.catalog, ref.namespace, ref.name + "__quarantine")
 
 
 def main() -> int:

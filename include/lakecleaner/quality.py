@@ -51,25 +51,23 @@ def docs_dir(cfg: LakecleanerConfig) -> Path:
     return quality_root(cfg) / "gx" / "uncommitted" / "data_docs" / "local_site"
 
 
+def _by_partition(offsets: dict, op: str) -> str | None:
+    """Records whose offset is ``op`` their partition's entry in ``offsets`` (None: an unpartitioned
+    table), as one SQL condition over the batch's derived columns; None when there is no entry."""
+    terms = [f"lc_o {op} {o}" if p is None else f"(lc_p = {p} AND lc_o {op} {o})" for p, o in offsets.items()]
+    return " OR ".join(terms) or None
+
+
 def _expired_pred(ckpt: Checkpoint, now_ms: int, retention_ms: int) -> str | None:
-    terms = []
-    for p in ckpt.offsets:
-        h = ckpt.expired_through(p, now_ms, retention_ms)
-        if h is not None:
-            terms.append(f"lc_o <= {h}" if p is None else f"(lc_p = {p} AND lc_o <= {h})")
-    return " OR ".join(terms) or None
-
-
-def _clean_pred(ckpt: Checkpoint) -> str | None:
-    terms = [f"lc_o <= {o}" if p is None else f"(lc_p = {p} AND lc_o <= {o})" for p, o in ckpt.offsets.items()]
-    return " OR ".join(terms) or None
+    horizons = {p: ckpt.expired_through(p, now_ms, retention_ms) for p in ckpt.offsets}
+    return _by_partition({p: h for p, h in horizons.items() if h is not None}, "<=")
 
 
 def _not_kept_as_log_end(ckpt: Checkpoint) -> str:
     """Neither its partition's log end now nor a record the last run kept as the log end (the
     checkpoint's ``retained``): ingest may have appended behind that one since, and the next run
     removes it."""
-    kept = " OR ".join(f"lc_o = {o}" if p is None else f"(lc_p = {p} AND lc_o = {o})" for p, o in ckpt.retained.items())
+    kept = _by_partition(ckpt.retained, "=")
     return f"(lc_o < lc_log_end AND NOT ({kept}))" if kept else "lc_o < lc_log_end"
 
 
@@ -87,7 +85,7 @@ def build_rules(tc: TableConfig, ckpt: Checkpoint, now_ms: int, interval_ms: int
             f"interval after the run that first cleaned it",
             f"SELECT {keys}, lc_p AS partition_id, lc_o AS offset_id FROM {with_log_end} "
             f"WHERE lc_tomb AND ({expired}) AND {not_log_end} LIMIT {OFFENDING_ROWS}"))
-    clean = _clean_pred(ckpt)
+    clean = _by_partition(ckpt.offsets, "<=")
     if clean:
         rules.append(Rule(
             "one record per key",
