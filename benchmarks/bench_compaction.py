@@ -22,7 +22,8 @@ from pathlib import Path
 import psutil
 
 from lakecleaner.config import CHECKPOINT_PROPERTY, CatalogConfig, LakecleanerConfig, SparkConfig
-from lakecleaner.engine import TableRef, compact_table
+from lakecleaner.catalog import TableRef
+from lakecleaner.engine import compact_table
 from lakecleaner.rules import Checkpoint
 from lakecleaner.spark import get_spark
 from lakecleaner.tables import create_compacted_table

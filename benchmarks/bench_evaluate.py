@@ -32,7 +32,8 @@ from pyiceberg.avro.file import META_SCHEMA, AvroFileHeader
 from pyiceberg.avro.resolver import construct_reader
 
 from lakecleaner.config import CHECKPOINT_PROPERTY, CatalogConfig, CleanerConfig, LakecleanerConfig, SparkConfig
-from lakecleaner.engine import TableRef, compact_table
+from lakecleaner.catalog import TableRef
+from lakecleaner.engine import compact_table
 from lakecleaner.maintenance import maintain_table
 from lakecleaner.rules import Checkpoint
 from lakecleaner.scheduler import evaluate_all

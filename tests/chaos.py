@@ -34,14 +34,15 @@ import yaml
 
 import threading
 
-from lakecleaner.batch import RESULT_MARKER, BatchRequest, clean_tables
-from lakecleaner.cli import submit_command
+from lakecleaner.batch import BatchRequest, clean_tables
 from lakecleaner.config import LakecleanerConfig, config_document
-from lakecleaner.engine import TableRef, quarantine_table
+from lakecleaner.catalog import TableRef
+from lakecleaner.engine import quarantine_table
 from lakecleaner.model import compact
 from lakecleaner.quality import quality_root
 from lakecleaner.rules import Checkpoint
 from lakecleaner.state import StateStore, read_document
+from lakecleaner.submit import parse_results, submit_command
 from lakecleaner.tables import create_compacted_table, read_model_records
 
 NAMED_KILLS = ("after_quarantine", "after_merge", "maintenance_after_rewrite")
@@ -61,7 +62,8 @@ def appended_row(offset: int) -> dict:
 APPENDER = """
 import sys
 from lakecleaner.config import load_config
-from lakecleaner.engine import TableRef, quarantine_table
+from lakecleaner.catalog import TableRef
+from lakecleaner.engine import quarantine_table
 from lakecleaner.spark import get_spark
 from lakecleaner.tables import append
 sys.path.insert(0, sys.argv[3])
@@ -153,7 +155,7 @@ class Chaos:
                 self._kill_at_random(proc, chain_started)
             proc.wait()
             reader.join(timeout=60)
-        results = [json.loads(line[len(RESULT_MARKER):]) for line in lines if line.startswith(RESULT_MARKER)]
+        results = parse_results("\n".join(lines))
         return RunResult(proc.returncode, results[0] if results else None, time.time() - started)
 
     def _kill_at_random(self, proc: subprocess.Popen, chain_started: threading.Event) -> None:

@@ -12,7 +12,9 @@ The lake (its own catalog ``uilake`` and warehouse, so other tests' tables never
 - ``shop.prices``: timestamp strategy, two committed runs and one dry run, validated once;
 - ``shop.payments``: a data file deleted under it, so its run fails (recorded in run history) and
   the cleaner state marks it uncleanable;
-- ``shop.broken``: an invalid ``compaction.strategy`` (``invalid config``).
+- ``shop.broken``: an invalid ``compaction.strategy`` (``invalid config``);
+
+and the evaluation of the four recorded as the DAG's evaluate task records it.
 """
 from __future__ import annotations
 
@@ -64,8 +66,10 @@ def _rows(start: int, n: int, keys: int = 6, partitions: int = 2, **extra) -> li
 def build_lake(spark, base: Path) -> Path:
     """Builds the lake under ``base``; returns the YAML config (LAKECLEANER_CONFIG) describing it."""
     from lakecleaner.config import load_config
-    from lakecleaner.engine import CompactionError, compact_table
+    from lakecleaner.catalog import CompactionError
+    from lakecleaner.engine import compact_table
     from lakecleaner.quality import validate_table
+    from lakecleaner.scheduler import evaluate_all, record_evaluation
     from lakecleaner.state import StateStore
     from lakecleaner.tables import append, create_compacted_table
 
@@ -109,6 +113,8 @@ def build_lake(spark, base: Path) -> Path:
 
     ref = create_compacted_table(spark, cfg, BROKEN, {"compaction.strategy": "bogus"})
     append(spark, ref, _rows(0, 5))
+    # What the DAG's evaluate task records, and the pages present.
+    record_evaluation(cfg, evaluate_all(cfg), int(time.time() * 1000))
     return path
 
 

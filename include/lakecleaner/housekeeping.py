@@ -1,6 +1,6 @@
 """The cleaner's own files and tables, kept to a bounded size like any table it cleans.
 
-Without this, every interval adds a metrics document, an application report per application, a
+Without this, every interval adds an application report per application, a
 data-quality result and a GX validation (and its Data Docs page) per table, and a run-history row
 (a small data file, a snapshot) per table: they grow without end, and so do the pages that read
 them. Everything older than ``cleaner.own_files_retention_days`` goes, except each table's newest
@@ -29,9 +29,10 @@ def retention_cutoff_ms(cfg: LakecleanerConfig, now_ms: int) -> int:
 
 
 def prune_documents(cfg: LakecleanerConfig, now_ms: int) -> dict[str, int]:
-    """Delete the cleaner's documents older than the retention (by modification time): metrics,
-    application reports, data-quality results (each table's newest kept) and GX's stored
-    validations with their Data Docs pages. Returns how many of each went. Object-store state
+    """Delete the cleaner's documents older than the retention (by modification time): the per-run
+    metrics documents earlier versions wrote (metrics now go to Airflow's Stats), application
+    reports, data-quality results (each table's newest kept) and GX's stored validations with
+    their Data Docs pages. Returns how many of each went. Object-store state
     roots are left to the store's lifecycle rules."""
     root = local_path(cfg.state_root)
     if root is None:
@@ -91,7 +92,8 @@ def run_history_due(cfg: LakecleanerConfig, now_ms: int) -> bool:
 def maintain_run_history(spark, cfg: LakecleanerConfig, now_ms: int) -> dict[str, int]:
     """Delete run-history rows older than the retention, rewrite its small files (one per run and
     table) and expire its old snapshots: the UI and the DAG's summary read this table."""
-    from .engine import TableRef, _iceberg_table, ensure_history_table
+    from .catalog import TableRef, iceberg_table
+    from .history import ensure_history_table
 
     ensure_history_table(spark, cfg)
     ref = TableRef.parse(cfg.history_table, cfg.catalog.name)
@@ -101,7 +103,7 @@ def maintain_run_history(spark, cfg: LakecleanerConfig, now_ms: int) -> dict[str
         spark.sql(f"DELETE FROM {ref.sql()} WHERE now_ms < {cutoff}")
     res = spark.sql(f"CALL `{ref.catalog}`.system.rewrite_data_files(table => '{ref.short}', "
                     "options => map('min-input-files', '5', 'remove-dangling-deletes', 'true'))").collect()
-    table = _iceberg_table(spark, ref)
+    table = iceberg_table(spark, ref)
     snapshots = len(list(table.snapshots()))
     table.expireSnapshots().expireOlderThan(int(time.time() * 1000) - DAY_MS).retainLast(1).commit()
     table.refresh()

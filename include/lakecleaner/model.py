@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any, Hashable, Iterable
 
 from .config import TableConfig
+from .strategies import order_key
 from .rules import (
     QUARANTINE_NULL_KEY, QUARANTINE_NULL_OFFSET, QUARANTINE_NULL_PARTITION, REASON_EXPIRED_TOMBSTONE,
-    REASON_QUARANTINED, REASON_SUPERSEDED, Checkpoint, Partition, allot_budget, bad_records_at_log_end, order_key,
+    REASON_QUARANTINED, REASON_SUPERSEDED, Checkpoint, Partition, allot_budget, bad_records_at_log_end,
     run_ends, tombstone_expired,
 )
 

@@ -24,15 +24,7 @@ QUARANTINE_NULL_OFFSET = "null offset"
 QUARANTINE_NULL_PARTITION = "null partition"
 
 
-# ---------------------------------------------------------------- rule 1: which record wins
-def order_key(versioned: bool, offset: int, version) -> tuple:
-    """Sort key, highest wins. offset strategy: the offset. timestamp/header/column strategies:
-    a record with a version beats one without; then the higher version; ties by the higher offset."""
-    if not versioned:
-        return (offset,)
-    return (version is not None, version if version is not None else 0, offset)
-
-
+# ---------------------------------------------------------------- rule 1: which record wins (strategies.py)
 def decode_version_header(headers: Sequence[tuple[str, bytes | None]] | None, name: str) -> tuple[int | None, bool]:
     """(version, anomalous) from Kafka-style headers. The last occurrence of the exactly-named header
     counts; its value must be an 8-byte big-endian signed long (Kafka's LongSerializer). A missing or
@@ -313,7 +305,3 @@ def log_ends(files: Iterable[tuple[Partition, int | None]], partitioned: bool) -
         key = partition if partitioned else None
         ends[key] = max(upper, ends.get(key, upper))
     return ends
-
-
-def partitions_of(values: Iterable[Partition]) -> list[Partition]:
-    return sorted(set(values), key=_partition_sort)

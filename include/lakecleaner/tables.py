@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from .config import LakecleanerConfig, TableConfig
-from .engine import LAYOUT_PROPERTIES, TableRef, load_table_config
+from .catalog import LAYOUT_PROPERTIES, TableRef, load_table_config
 from .model import Record
 from .rules import decode_version_header, is_tombstone
 
@@ -14,7 +14,6 @@ KAFKA_SCHEMA = (
     "`key` string, `offset` bigint, `partition` int, `timestamp` bigint, "
     "`headers` array<struct<key:string,value:binary>>, `tombstone` boolean, `value` string"
 )
-KAFKA_COLUMNS = ["key", "offset", "partition", "timestamp", "headers", "tombstone", "value"]
 
 
 def create_compacted_table(spark, cfg: LakecleanerConfig, table: str, properties: Mapping[str, Any] | None = None,

@@ -2,7 +2,8 @@
 import pytest
 
 from cases import CASES, expected_reason_counts, resolve_now
-from lakecleaner.engine import TableRef, compact_table, current_snapshot
+from lakecleaner.catalog import TableRef, current_snapshot
+from lakecleaner.engine import compact_table
 from lakecleaner.tables import KAFKA_SCHEMA, append, create_compacted_table
 
 pytestmark = pytest.mark.spark

@@ -2,8 +2,10 @@
 import pytest
 
 from lakecleaner.config import CHECKPOINT_PROPERTY
-from lakecleaner.engine import (_data_files, _dirty_scan, _Frames, _outside, compact_table,
-                                current_snapshot, load_table_config)
+from lakecleaner.catalog import current_snapshot, load_table_config
+from lakecleaner.engine import compact_table
+from lakecleaner.files import data_files
+from lakecleaner.frames import Frames, dirty_scan, outside
 from lakecleaner.rules import Checkpoint
 from lakecleaner.tables import append, create_compacted_table
 
@@ -15,7 +17,7 @@ def test_outside_is_not_in(spark, values):
     from pyspark.sql import functions as F
 
     df = spark.range(-5, 12).select(F.col("id").cast("int").alias("p"))
-    got = sorted(r["p"] for r in df.where(_outside(F, F.col("p"), values)).collect())
+    got = sorted(r["p"] for r in df.where(F.expr(outside("p", values))).collect())
     assert got == [v for v in range(-5, 12) if v not in values]
 
 
@@ -33,10 +35,10 @@ def test_dirty_scan_plans_only_dirty_files_one_split_each(spark, lake_config, ta
 
     tc, props = load_table_config(spark, lake_config, ref)
     snapshot = current_snapshot(spark, ref)
-    files = _data_files(spark, ref, tc, snapshot)
+    files = data_files(spark, ref, tc, snapshot)
     ckpt = Checkpoint.from_json(props[CHECKPOINT_PROPERTY])
     assert sorted(ckpt.offsets) == [0, 1, 3] and len(files) > len(dirty)
-    _, scan = _dirty_scan(spark, ref, snapshot, _Frames(tc), ckpt.offsets, files)
+    _, scan = dirty_scan(spark, ref, snapshot, Frames(tc), ckpt.offsets, files)
     assert sorted((r["partition"], r["offset"]) for r in scan.collect()) == dirty
     # each dirty file its own read task; no clean file planned (NOT IN would plan them all)
     assert scan.rdd.getNumPartitions() == len(dirty)

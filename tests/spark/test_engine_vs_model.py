@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lakecleaner.config import CHECKPOINT_PROPERTY
-from lakecleaner.engine import TableRef, compact_table
+from lakecleaner.catalog import TableRef
+from lakecleaner.engine import compact_table
 from lakecleaner.model import compact
 from lakecleaner.rules import Checkpoint, encode_version_header
 from lakecleaner.tables import KAFKA_SCHEMA, append, create_compacted_table, read_model_records
@@ -32,20 +33,24 @@ headers = st.one_of(
     st.none(),
     st.lists(st.tuples(st.sampled_from(["v", "V", "other"]), header_value), max_size=3),
 )
-record = st.fixed_dictionaries({
-    "key": st.sampled_from(["a", "b", "c", "d", None, "a", "b"]),  # None: a keyless row
+KEYS = ["a", "b", "c", "d", None, "a", "b"]  # None: a keyless row
+record_fields = {
+    "key": st.sampled_from(KEYS),
     "partition": st.integers(0, 1),
     "timestamp": st.one_of(st.none(), st.integers(0, 3)),
     "headers": headers,
     "tombstone": st.sampled_from([None, True, False]),
     "value": st.sampled_from([None, "x", "y"]),
     "ver": st.one_of(st.none(), st.integers(0, 3)),
-})
+}
+record = st.fixed_dictionaries(record_fields)
+# Without keyless rows a run takes the key map (the ranked path is for runs with bad records).
+keyed_record = st.fixed_dictionaries({**record_fields, "key": st.sampled_from([k for k in KEYS if k])})
 
 
 @st.composite
-def scenario(draw):
-    strategy = draw(st.sampled_from(["offset", "timestamp", "header", "column"]))
+def scenario(draw, records=record, strategies=("offset", "timestamp", "header", "column")):
+    strategy = draw(st.sampled_from(strategies))
     props = {
         "compaction.strategy": strategy,
         "compaction.strategy.header": "v" if strategy == "header" else "",
@@ -56,7 +61,7 @@ def scenario(draw):
         "min.compaction.lag.ms": draw(st.sampled_from([0, 10_000_000])),
     }
     partitioned = draw(st.booleans())
-    batches = draw(st.lists(st.lists(record, min_size=1, max_size=6), min_size=1, max_size=3))
+    batches = draw(st.lists(st.lists(records, min_size=1, max_size=6), min_size=1, max_size=3))
     # After which batch each run happens, and where its "now" falls against the lag boundary.
     runs = draw(st.lists(st.tuples(st.integers(0, len(batches) - 1), st.sampled_from([-1, 0, 1, 50_000_000])),
                          min_size=1, max_size=3))
@@ -85,6 +90,14 @@ def test_spark_job_matches_reference_model(spark, lake_config, scenario):
     _check_against_model(spark, lake_config, scenario)
 
 
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(scenario(keyed_record, ("timestamp", "header", "column")))
+def test_versioned_key_map_matches_reference_model(spark, lake_config, scenario):
+    """Versioned strategies without bad records: the key map with its clean-part lookup (late lower
+    versions losing to cleaned winners, tombstone horizons, kept log ends)."""
+    _check_against_model(spark, lake_config, scenario)
+
+
 @settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(scenario())
 def test_spark_job_matches_reference_model_on_the_jdbc_catalog(spark, pg_config, scenario):
@@ -96,9 +109,9 @@ def test_spark_job_matches_reference_model_on_the_jdbc_catalog(spark, pg_config,
 @pytest.mark.parametrize("strategy", ["offset", "timestamp"])
 def test_above_the_broadcast_bound_joins_shuffle_and_agree_with_the_model(spark, lake_config, strategy, monkeypatch):
     """Past BROADCAST_ROWS_MAX nothing is broadcast (memory stays bounded for any key count)."""
-    from lakecleaner import engine
+    from lakecleaner import frames
 
-    monkeypatch.setattr(engine, "BROADCAST_ROWS_MAX", 0)
+    monkeypatch.setattr(frames, "BROADCAST_ROWS_MAX", 0)
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     try:
         rec = lambda key, value="x", ts=1: {"key": key, "partition": 0, "timestamp": ts, "headers": None,  # noqa: E731
@@ -128,11 +141,11 @@ def test_keyless_log_ends_of_an_unpartitioned_table_agree_with_the_model(spark, 
 def test_offset_map_over_budget_and_within_agree_with_the_model(spark, lake_config, monkeypatch):
     """An offset-strategy run over budget takes its range first and maps it; one within budget maps
     the whole dirty part directly. Both ways, in one table's life, against the model."""
-    from lakecleaner import engine
+    from lakecleaner import plans
 
     prebuilt_seen = []
-    plan = engine._offset_map_plan
-    monkeypatch.setattr(engine, "_offset_map_plan",
+    plan = plans.key_map_plan
+    monkeypatch.setattr(plans, "key_map_plan",
                         lambda ctx, omap=None, sums=None: prebuilt_seen.append(omap is not None) or plan(ctx, omap, sums))
     rec = lambda key, p, value="x": {"key": key, "partition": p, "timestamp": 1, "headers": None,  # noqa: E731
                                      "tombstone": None, "value": value, "ver": None}
@@ -144,6 +157,29 @@ def test_offset_map_over_budget_and_within_agree_with_the_model(spark, lake_conf
              "delete.retention.ms": 1, "min.compaction.lag.ms": 0}
     _check_against_model(spark, lake_config, (props, True, batches, [(0, 1), (1, 1)]))
     assert False in prebuilt_seen and True in prebuilt_seen, prebuilt_seen
+
+
+@pytest.mark.parametrize("retain_log_end", ["false", "true"])
+def test_versioned_key_map_late_lower_versions_lose_to_cleaned_winners(spark, lake_config, monkeypatch,
+                                                                        retain_log_end):
+    """The column strategy's key map: a late lower version loses to the cleaned winner of its key, a
+    higher one beats it, a late record of a key whose cleaned winner is a tombstone past its horizon
+    goes with it, and (retained) a losing log end stays. Each run looks the clean part up once."""
+    from lakecleaner import plans
+
+    lookups = []
+    decide = plans.decide_keys
+    monkeypatch.setattr(plans, "decide_keys",
+                        lambda ctx, kmap, sums: lookups.append(ctx.has_clean) or decide(ctx, kmap, sums))
+    rec = lambda key, ver, value="x": {"key": key, "partition": 0, "timestamp": 1, "headers": None,  # noqa: E731
+                                       "tombstone": None, "value": value, "ver": ver}
+    batches = [[rec("a", 5), rec("b", 1), rec("c", 2, None), rec("a", 3)],
+               [rec("a", 4), rec("b", 2), rec("c", 1), rec("a", 1)]]
+    props = {"compaction.strategy": "column", "compaction.strategy.header": "", "compaction.strategy.column": "ver",
+             "compaction.max.records.per.run": 1000, "compaction.retain.log.end.record": retain_log_end,
+             "delete.retention.ms": 1, "min.compaction.lag.ms": 0}
+    _check_against_model(spark, lake_config, (props, True, batches, [(0, 1), (1, 1)]))
+    assert lookups[:1] == [False] and (retain_log_end == "true" or True in lookups), lookups
 
 
 def _check_against_model(spark, lake_config, scenario):

@@ -98,7 +98,8 @@ def test_maintenance_keeps_the_append_time_of_dirty_records_in_a_straddling_file
     """A run cut by compaction.max.records.per.run leaves its checkpoint inside a data file. The
     clean-part rewrite must not select that file: rewriting it whole would move its dirty records
     into the rewrite's snapshot, restarting their min/max.compaction.lag.ms clocks."""
-    from lakecleaner.engine import TableRef, _data_files, load_table_config
+    from lakecleaner.catalog import TableRef, load_table_config
+    from lakecleaner.files import data_files
     from lakecleaner.scheduler import evaluate_all
 
     hour = 3_600_000
@@ -121,7 +122,7 @@ def test_maintenance_keeps_the_append_time_of_dirty_records_in_a_straddling_file
     tc, _ = load_table_config(spark, lake_config, TableRef.parse(table_name, lake_config.catalog.name))
     current = spark.sql(f"SELECT snapshot_id FROM {ref.meta('snapshots')} ORDER BY committed_at DESC LIMIT 1"
                         ).collect()[0]["snapshot_id"]
-    dirty = [f for f in _data_files(spark, ref, tc, current) if f["o_upper_bound"] > cut]
+    dirty = [f for f in data_files(spark, ref, tc, current) if f["o_upper_bound"] > cut]
     assert dirty and {f["appended_at"] for f in dirty} == {appended_at}  # what the next compaction reads
     later = now + 2 * hour
     ev = {e.table: e for e in evaluate_all(lake_config, [table_name], now_ms=later)}[table_name]
@@ -134,7 +135,8 @@ def test_expiry_keeps_the_append_time_of_records_an_ingest_appended_during_the_r
     they read as appended at epoch 0: a compaction delay of decades, a failed freshness rule and a
     must-clean table on every run."""
     from lakecleaner.append_times import read_append_times
-    from lakecleaner.engine import TableRef, _data_files, load_table_config
+    from lakecleaner.catalog import TableRef, load_table_config
+    from lakecleaner.files import data_files
     from lakecleaner.quality import validate_table
     from lakecleaner.scheduler import evaluate_all
 
@@ -156,7 +158,7 @@ def test_expiry_keeps_the_append_time_of_records_an_ingest_appended_during_the_r
     tc, _ = load_table_config(spark, lake_config, TableRef.parse(table_name, lake_config.catalog.name))
     current = spark.sql(f"SELECT snapshot_id FROM {ref.meta('snapshots')} ORDER BY committed_at DESC LIMIT 1"
                         ).collect()[0]["snapshot_id"]
-    dirty = [f for f in _data_files(spark, ref, tc, current, read_append_times(lake_config, table_name))
+    dirty = [f for f in data_files(spark, ref, tc, current, read_append_times(lake_config, table_name))
              if f["o_upper_bound"] == 3]
     assert [f["appended_at"] for f in dirty] == [added["t"]]  # what the next compaction reads
     summary = validate_table(spark, lake_config, table_name, now_ms=added["t"] + hour // 2, raise_on_failure=False)

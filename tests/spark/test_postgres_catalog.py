@@ -4,7 +4,8 @@ import time
 
 import pytest
 
-from lakecleaner.engine import TableRef, compact_table
+from lakecleaner.catalog import TableRef
+from lakecleaner.engine import compact_table
 from lakecleaner.maintenance import maintain_table
 from lakecleaner.model import compact
 from lakecleaner.quality import validate_table
@@ -66,7 +67,7 @@ def _config_file(cfg, path):
 APPENDER = """
 import sys, time
 from lakecleaner.config import load_config
-from lakecleaner.engine import TableRef
+from lakecleaner.catalog import TableRef
 from lakecleaner.spark import get_spark
 from lakecleaner.tables import append
 cfg = load_config(sys.argv[1])

@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from lakecleaner.engine import _record_history
+from lakecleaner.history import record_history
 from lakecleaner.housekeeping import DAY_MS, maintain_run_history, run_history_due
 
 pytestmark = pytest.mark.spark
@@ -12,7 +12,7 @@ pytestmark = pytest.mark.spark
 def test_run_history_keeps_the_retention_and_few_files(spark, lake_config, table_name):
     now = int(time.time() * 1000)
     for i, age_days in enumerate((45, 40, 2, 1, 0, 0)):
-        _record_history(spark, lake_config, {"table": table_name, "run_id": f"r{i}", "status": "committed",
+        record_history(spark, lake_config, {"table": table_name, "run_id": f"r{i}", "status": "committed",
                                              "now_ms": now - age_days * DAY_MS, "dry_run": False})
     mine = f"table_name = '{table_name}'"
     assert spark.table(lake_config.history_table).where(mine).count() == 6

@@ -2,7 +2,7 @@
 import pytest
 
 from lakecleaner.config import READ_SPLIT_SETTINGS, ConfigError, read_split, resolve_table
-from lakecleaner.engine import SPLIT_SIZE_MIN, _bytes_scanned, _dirty_split_size, _may_be_clean, _may_be_dirty
+from lakecleaner.files import SPLIT_SIZE_MIN, bytes_scanned, dirty_split_size, may_be_clean, may_be_dirty
 
 MB = 2**20
 SPLIT_SIZE_DEFAULT = READ_SPLIT_SETTINGS["read.split.target-size"].default
@@ -16,36 +16,36 @@ def _file(p, o_lo, o_hi, size, p_hi=None):
 
 def test_a_file_is_dirty_or_clean_by_its_partition_checkpoint():
     ckpt = {0: 99, 1: 49}
-    assert not _may_be_dirty(_file(0, 0, 99, MB), ckpt, False) and _may_be_clean(_file(0, 0, 99, MB), ckpt, False)
-    assert _may_be_dirty(_file(0, 100, 120, MB), ckpt, False) and not _may_be_clean(_file(0, 100, 120, MB), ckpt, False)
-    assert _may_be_dirty(_file(1, 40, 60, MB), ckpt, False) and _may_be_clean(_file(1, 40, 60, MB), ckpt, False)
-    assert _may_be_dirty(_file(2, 0, 1, MB), ckpt, False)  # a partition the checkpoint has not seen
-    assert _may_be_dirty(_file(0, 0, 10, MB, p_hi=1), {0: 99}, False)  # spans partitions: may be anything
-    assert _may_be_dirty(_file(0, None, None, MB), ckpt, False) and _may_be_clean(_file(0, None, None, MB), ckpt, False)
-    assert _may_be_dirty(_file(None, 5, 9, MB), {None: 4}, True) and not _may_be_dirty(_file(None, 5, 9, MB), {None: 9}, True)
+    assert not may_be_dirty(_file(0, 0, 99, MB), ckpt, False) and may_be_clean(_file(0, 0, 99, MB), ckpt, False)
+    assert may_be_dirty(_file(0, 100, 120, MB), ckpt, False) and not may_be_clean(_file(0, 100, 120, MB), ckpt, False)
+    assert may_be_dirty(_file(1, 40, 60, MB), ckpt, False) and may_be_clean(_file(1, 40, 60, MB), ckpt, False)
+    assert may_be_dirty(_file(2, 0, 1, MB), ckpt, False)  # a partition the checkpoint has not seen
+    assert may_be_dirty(_file(0, 0, 10, MB, p_hi=1), {0: 99}, False)  # spans partitions: may be anything
+    assert may_be_dirty(_file(0, None, None, MB), ckpt, False) and may_be_clean(_file(0, None, None, MB), ckpt, False)
+    assert may_be_dirty(_file(None, 5, 9, MB), {None: 4}, True) and not may_be_dirty(_file(None, 5, 9, MB), {None: 9}, True)
 
 
 def test_bytes_scanned_counts_each_file_once():
     files = [_file(0, 0, 99, 3 * MB), _file(0, 100, 200, MB), _file(0, 50, 150, 2 * MB)]
-    assert _bytes_scanned(files, {0: 99}, False) == 6 * MB
+    assert bytes_scanned(files, {0: 99}, False) == 6 * MB
 
 
 def test_a_few_small_dirty_files_get_a_split_each():
     # 4 dirty files of 1.7 MB weigh 4 MB each (Iceberg's open cost): two splits per core on 2 cores
     files = [_file(p, 0, 99, 14 * MB) for p in range(4)] + [_file(p, 100, 200, int(1.7 * MB)) for p in range(4)]
-    size = _dirty_split_size(files, {p: 99 for p in range(4)}, False, DEFAULTS, 2)
+    size = dirty_split_size(files, {p: 99 for p in range(4)}, False, DEFAULTS, 2)
     assert size == 4 * MB  # the clean files are not weighed
 
 
 def test_a_large_dirty_part_keeps_the_tables_split_size():
     files = [_file(0, 100 * i, 100 * i + 99, 512 * MB) for i in range(1, 9)]
-    assert _dirty_split_size(files, {0: 99}, False, DEFAULTS, 2) == SPLIT_SIZE_DEFAULT
-    assert _dirty_split_size(files, {0: 99}, False, (4 * MB, 64 * MB), 2) == 64 * MB
+    assert dirty_split_size(files, {0: 99}, False, DEFAULTS, 2) == SPLIT_SIZE_DEFAULT
+    assert dirty_split_size(files, {0: 99}, False, (4 * MB, 64 * MB), 2) == 64 * MB
 
 
 def test_a_tiny_dirty_part_is_not_split_below_the_minimum():
-    assert _dirty_split_size([], {0: 99}, False, (1, SPLIT_SIZE_DEFAULT), 2) == SPLIT_SIZE_MIN
-    assert _dirty_split_size([_file(0, 100, 101, 10)], {0: 99}, False, (1, SPLIT_SIZE_DEFAULT), 8) == SPLIT_SIZE_MIN
+    assert dirty_split_size([], {0: 99}, False, (1, SPLIT_SIZE_DEFAULT), 2) == SPLIT_SIZE_MIN
+    assert dirty_split_size([_file(0, 100, 101, 10)], {0: 99}, False, (1, SPLIT_SIZE_DEFAULT), 8) == SPLIT_SIZE_MIN
 
 
 def test_split_properties_take_the_tables_values_or_icebergs_defaults():

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lakecleaner.strategies import order_key
 from lakecleaner.rules import (
     MAX_HISTORY_ENTRIES,
     NO_PARTITION,
@@ -22,8 +23,6 @@ from lakecleaner.rules import (
     encode_version_header,
     is_tombstone,
     log_ends,
-    order_key,
-    partitions_of,
     tombstone_expired,
     tombstone_expired_sql,
 )
@@ -271,11 +270,6 @@ def test_allot_budget_is_deterministic(eligible, budget, rnd):
     items = list(eligible.items())
     rnd.shuffle(items)
     assert allot_budget(dict(items), budget) == allot_budget(eligible, budget)
-
-
-def test_partitions_of():
-    assert partitions_of([3, None, 1, 3, 0, None]) == [None, 0, 1, 3]
-    assert partitions_of([]) == []
 
 
 # ================================================================ Checkpoint: JSON

@@ -1,0 +1,211 @@
+"""The table and its catalog: naming a table, loading its settings, its current snapshot and
+lineage (what happened since the run's pinned snapshot), and creating what the cleaner owns. Every
+failure names the table (CompactionError)."""
+from __future__ import annotations
+
+import os
+import signal
+from dataclasses import dataclass
+
+from .config import IDENT, ConfigError, LakecleanerConfig, TableConfig, is_compacted, resolve_table
+
+# Table properties the MERGE relies on. Merge-on-read keeps files (and append times) intact and
+# makes a run's writes proportional to what it removes; snapshot isolation lets appenders commit
+# while a run is in flight (a run deletes only rows of its pinned snapshot: the offset-map run
+# first checks that no file appended since may hold an offset inside its range).
+LAYOUT_PROPERTIES = {
+    "format-version": "2",
+    "write.delete.mode": "merge-on-read",
+    "write.merge.mode": "merge-on-read",
+    "write.update.mode": "merge-on-read",
+    "write.merge.isolation-level": "snapshot",
+}
+
+
+class CompactionError(RuntimeError):
+    """A run could not proceed. The message names the table and the reason; nothing was committed
+    unless the message says so."""
+
+    def __init__(self, table: str, problem: str):
+        self.table = table
+        super().__init__(f"table {table}: {problem}")
+
+
+@dataclass(frozen=True)
+class TableRef:
+    catalog: str
+    namespace: str
+    name: str
+
+    @classmethod
+    def parse(cls, table: str, default_catalog: str) -> "TableRef":
+        parts = table.split(".")
+        if len(parts) == 2:
+            parts = [default_catalog, *parts]
+        if len(parts) != 3 or not all(IDENT.fullmatch(p) for p in parts):
+            raise ConfigError(table, "table", table,
+                              "expected namespace.table or catalog.namespace.table, letters/digits/_ only")
+        if parts[0] != default_catalog:
+            raise ConfigError(table, "table", table, f"catalog {parts[0]!r} is not the configured {default_catalog!r}")
+        return cls(*parts)
+
+    @property
+    def short(self) -> str:
+        return f"{self.namespace}.{self.name}"
+
+    def sql(self, suffix: str = "") -> str:
+        name = self.name + suffix
+        return f"`{self.catalog}`.`{self.namespace}`.`{name}`"
+
+    def meta(self, metadata_table: str) -> str:
+        return f"{self.sql()}.`{metadata_table}`"
+
+
+
+def load_table_config(spark, cfg: LakecleanerConfig, ref: TableRef) -> tuple[TableConfig, dict[str, str]]:
+    try:
+        iceberg_table(spark, ref)  # refreshed: the checkpoint and the snapshot read next must agree
+        props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {ref.sql()}").collect()}
+    except Exception as exc:  # noqa: BLE001 - any failure to load is reported with the table's name
+        raise CompactionError(ref.short, f"cannot load table: {first_line(exc)}") from exc
+    if not is_compacted(props):
+        raise ConfigError(ref.short, "cleanup.policy", props.get("cleanup.policy"), "not a compacted table (needs compact)")
+    columns = {f.name: f.dataType.simpleString() for f in spark.table(ref.sql()).schema.fields}
+    return resolve_table(ref.short, props, columns, cfg.defaults), props
+
+
+def first_line(exc: BaseException) -> str:
+    """A one-line reason. For a Spark (Java) failure, the root cause: py4j's own first line only
+    says which call failed ('An error occurred while calling o223.collectToPython')."""
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        try:
+            while java.getCause() is not None and java.getCause() != java:
+                java = java.getCause()
+            return str(java.toString()).splitlines()[0][:500]
+        except Exception:  # noqa: BLE001 - fall back to the Python text
+            pass
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
+
+
+def current_snapshot(spark, ref: TableRef, refresh: bool = True) -> int | None:
+    snap = iceberg_table(spark, ref, refresh).currentSnapshot()
+    return None if snap is None else snap.snapshotId()
+
+
+def snapshot_summary(spark, ref: TableRef) -> dict[str, str]:
+    """The refreshed table's current snapshot summary (Iceberg's running totals: total-records,
+    total-position-deletes, total-files-size, ...); {} for a table without snapshots. No Spark job."""
+    snap = iceberg_table(spark, ref).currentSnapshot()
+    return {} if snap is None else {str(k): str(v) for k, v in snap.summary().items()}
+
+
+def iceberg_table(spark, ref: TableRef, refresh: bool = True):
+    """The table's Iceberg (Java) object, refreshed from the catalog. Spark's Iceberg catalog caches
+    tables (cache-enabled, 30 s) and hands this same object to later reads, so without the refresh a
+    commit by another process could stay unseen by the checks before our commit. One catalog call
+    also costs less than querying the refs and snapshots metadata tables (0.2 s of a run)."""
+    table = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, ref.sql())
+    if refresh:
+        table.refresh()
+    return table
+
+
+def fail_point(name: str) -> None:
+    """Crash injection for tests: LAKECLEANER_FAIL_AT=<name> makes the run fail at that point;
+    LAKECLEANER_FAIL_AT=kill:<name> kills the whole process there (SIGKILL: nothing runs after)."""
+    wanted = os.environ.get("LAKECLEANER_FAIL_AT")
+    if wanted == name:
+        raise RuntimeError(f"injected failure at {name}")
+    if wanted == f"kill:{name}":
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+# Iceberg refused the commit: another writer's commit conflicts with what the run read. Its metadata
+# swap never happened (unlike CommitStateUnknownException, which is not matched here).
+CONFLICTS = ("org.apache.iceberg.exceptions.ValidationException", "org.apache.iceberg.exceptions.CommitFailedException")
+
+
+def conflict_error(ref: TableRef, exc: BaseException) -> CompactionError | None:
+    text = str(exc)
+    found = next((name for name in CONFLICTS if name in text), None)
+    if found is None:
+        return None
+    detail = text[text.index(found) + len(found):].lstrip(": ").splitlines()[0][:300]
+    return CompactionError(ref.short, f"a concurrent commit conflicts with this run (another cleaner or writer: "
+                                      f"{found.rsplit('.', 1)[1]}: {detail}); nothing committed, the next run "
+                                      f"starts over")
+
+
+def ensure_layout(spark, ref: TableRef, props: dict[str, str]) -> None:
+    """Set the write modes the MERGE relies on, where the table does not choose otherwise."""
+    missing = {k: v for k, v in LAYOUT_PROPERTIES.items() if k not in props}
+    if "format-version" in props and props["format-version"] == "1":
+        raise CompactionError(ref.short, "Iceberg format-version 1 has no row-level deletes; upgrade to 2")
+    missing.pop("format-version", None)
+    if missing:
+        assignments = ", ".join(f"'{k}' = '{v}'" for k, v in missing.items())
+        spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ({assignments})")
+
+
+def check_no_concurrent_cleaner(spark, ref: TableRef, snapshot: int) -> tuple[int | None, list[int]]:
+    """Since the pinned snapshot, only appends may have happened; anything else (another cleaner, a
+    user's DELETE) means our decisions may be stale: stop before committing anything. Returns the
+    current snapshot and the appends since the pinned one."""
+    current, since, reached = lineage_since(spark, ref, snapshot)
+    if not reached:
+        raise CompactionError(ref.short, f"snapshot {snapshot}, which the run read, is no longer on the table's "
+                                         f"current lineage (rolled back or expired); nothing committed, the next "
+                                         f"run starts over")
+    for row in since:
+        if row["operation"] != "append":
+            raise CompactionError(ref.short, f"table changed by a concurrent {row['operation']} (snapshot "
+                                             f"{row['snapshot_id']}) since snapshot {snapshot}; nothing committed, "
+                                             f"the next run starts over")
+    return current, [row["snapshot_id"] for row in since]
+
+
+def committed_snapshot(spark, ref: TableRef, since: int) -> dict | None:
+    """Our MERGE's snapshot: the first non-append on the current lineage after ``since`` (the
+    table as it was checked just before the MERGE), whatever may have been committed after it."""
+    _, after, _ = lineage_since(spark, ref, since)
+    ours = next((row for row in reversed(after) if row["operation"] != "append"), None)
+    return {"snapshot_id": ours["snapshot_id"], "summary": ours["summary"]} if ours else None
+
+
+def lineage_since(spark, ref: TableRef, snapshot: int) -> tuple[int | None, list, bool]:
+    """The current snapshot, the snapshots on its lineage after ``snapshot`` (newest first), and
+    whether the walk reached ``snapshot``. Walked on one refreshed view of the table's metadata, so
+    the current snapshot and its ancestors are consistent."""
+    table = iceberg_table(spark, ref)
+    node = table.currentSnapshot()
+    current = None if node is None else node.snapshotId()
+    lineage = []
+    while node is not None and node.snapshotId() != snapshot:
+        operation = node.operation()
+        # a summary is only needed of what is not an append: our commit, or what stops the run
+        summary = {} if operation == "append" else {str(k): str(v) for k, v in node.summary().items()}
+        lineage.append({"snapshot_id": node.snapshotId(), "operation": operation, "summary": summary})
+        parent = node.parentId()
+        node = None if parent is None else table.snapshot(parent)
+    return current, lineage, node is not None
+
+
+def create_unless_exists(create) -> bool:
+    """Create a table or namespace the cleaner owns; False when it exists already. No check-then-create:
+    two cleaners (or a cleaner and an operator) on a shared catalog may both find it missing, and the
+    catalog's atomic create decides. Never create-or-replace, which would empty a quarantine that
+    another process has just filled."""
+    try:
+        create()
+        return True
+    except Exception as exc:  # noqa: BLE001 - Spark's TableAlreadyExists or Iceberg's AlreadyExists via Py4J
+        if already_exists(exc):
+            return False
+        raise
+
+
+def already_exists(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__}: {exc}"
+    return any(m in text for m in ("AlreadyExistsException", "TABLE_OR_VIEW_ALREADY_EXISTS",
+                                   "SCHEMA_ALREADY_EXISTS", "already exists"))

@@ -1,0 +1,370 @@
+"""Phase 2 of a run: deciding what goes, as a plan a run commits with one MERGE.
+
+- The key map (``key_map_plan``), for every strategy: Kafka's own cleaner. Each run key's record
+  that stays by KIP-280's keep rule, then one MERGE deleting every other record of the key up to
+  its highest offset in the run. A versioned strategy first reads the clean part's versions of the
+  run's keys once (``decide_keys``): a late lower version loses to its cleaned winner.
+- The ranked path (``ranked_plan``), only where records must go by exact identity: bad records to
+  move to quarantine, or a log end an earlier run kept. Every candidate is ranked by the same rule.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .catalog import CompactionError, TableRef
+from .config import TableConfig
+from .files import data_files, may_hold_run_offsets
+from .frames import LONG_MIN, Frames, at_positions, join_side, match_columns, merge_delete, temp_view
+from .rules import REASON_EXPIRED_TOMBSTONE, REASON_SUPERSEDED
+from .strategies import Strategy, ident
+
+@dataclass
+class RunContext:
+    """What both ways of deciding a run share (the run's records, the clean part, the log ends)."""
+    spark: Any
+    ref: TableRef
+    tc: TableConfig
+    fr: Frames
+    snapshot: int
+    hold: Any
+    in_run: Any
+    n_run: int
+    ends: dict  # partition -> the run's last offset there
+    clean: Any  # the clean part's narrow columns
+    has_clean: bool  # False before the first checkpoint: nothing to look up
+    expired_clean: Any
+    log_end_df: Any
+    protected: Any
+
+
+@dataclass
+class Plan:
+    """A decided run: what it removes as expired tombstones, the tombstones it newly cleans, the log
+    ends it keeps though they lose (rule 6); ``commit`` deletes with one MERGE, ``figures`` says
+    what went."""
+    expired: int
+    expired_by_partition: dict  # partition -> highest offset of a tombstone removed as expired
+    new_tombstones: int
+    new_retained: dict
+
+    def guard(self, appends: list[int], current: int | None) -> None:
+        """Called before committing with the appends since the pinned snapshot; raise to stop."""
+
+    def commit(self, run_id: str) -> bool:
+        """Delete what the plan removes; False when there was nothing to delete (no commit)."""
+        raise NotImplementedError
+
+    def figures(self, summary: dict | None) -> tuple[int, int]:
+        """(removed as superseded, records read), from the commit's snapshot summary, or for a dry
+        run (summary None) without committing."""
+        raise NotImplementedError
+
+
+@dataclass
+class RankedPlan(Plan):
+    """Removals by exact identity: ranked losers, expired tombstones, and the bad records that go."""
+    ctx: RunContext = None
+    decided: Any = None  # every candidate with its reason to go (null: stays)
+    bad_rows: Any = None
+    n_bad: int = 0
+    superseded: int = 0
+    read: int = 0
+
+    def commit(self, run_id: str) -> bool:
+        from pyspark.sql import functions as F
+
+        fr = self.ctx.fr
+        removals = self.decided.where(F.col("reason").isNotNull()).select(*[n for n, _ in fr.match])
+        if self.bad_rows is not None:
+            removals = removals.unionByName(self.bad_rows.select(*[c.alias(n) for n, c in fr.match]))
+        if not self.superseded + self.expired + self.n_bad:
+            return False
+        removals = join_side(removals, self.superseded + self.expired + self.n_bad)
+        on = " AND ".join(f"t.{ident(col)} <=> r.{alias}" for alias, col in match_columns(self.ctx.tc))
+        merge_delete(self.ctx.spark, self.ctx.ref, removals, run_id, on)
+        return True
+
+    def figures(self, summary: dict | None) -> tuple[int, int]:
+        return self.superseded, self.read
+
+
+def ranked_plan(ctx: RunContext, retained: dict, bad_rows, n_bad: int) -> Plan:
+    """Look up the cleaned records of the run's keys, rank every candidate by the strategy, and
+    remove the losers (plus expired tombstones and ``bad_rows``, the bad records that go) by exact
+    identity."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    fr, clean, in_run = ctx.fr, ctx.clean, ctx.in_run
+    run_keys = in_run.select("p", "key")
+    if retained:  # keys of records kept only as the log end are examined again
+        run_keys = run_keys.unionByName(clean.where(at_positions(F.col("p"), F.col("o"), retained)).select("p", "key"))
+    run_keys = run_keys.distinct()
+    run_keys = join_side(run_keys, ctx.n_run + len(retained))
+    clean_cand = clean.join(run_keys, ["p", "key"], "left_semi")
+    cands = (in_run.drop("anom").withColumn("in_run", F.lit(True))
+             .unionByName(clean_cand.withColumn("in_run", F.lit(False))))
+    # Clean tombstones past their horizon: those whose key has candidates are ranked with them; the
+    # rest are winners by the clean-part invariant (one record per key), so they go without ranking.
+    if ctx.expired_clean is not None:
+        cands = cands.join(ctx.expired_clean.select("p", "o", F.lit(True).alias("expired_tomb")), ["p", "o"], "left")
+    else:
+        cands = cands.withColumn("expired_tomb", F.lit(None).cast("boolean"))
+    w = Window.partitionBy("p", "key").orderBy(*[F.col(c).desc() for c in fr.strategy.winner_order()])
+    ranked = (cands.withColumn("rn", F.row_number().over(w)).withColumn("winner_o", F.first("o").over(w))
+              .join(ctx.log_end_df, "p", "left"))
+    protected = ctx.protected
+    decided = ranked.select(
+        "p", "o", "in_run", *[n for n, _ in fr.match],
+        F.when((F.col("rn") > 1) & ~protected & (F.col("o") != F.col("winner_o")), F.lit(REASON_SUPERSEDED))
+        .when((F.col("rn") == 1) & F.coalesce("expired_tomb", F.lit(False)) & ~F.col("in_run") & ~protected,
+              F.lit(REASON_EXPIRED_TOMBSTONE)).alias("reason"),
+        ((F.col("rn") > 1) & protected).alias("retained"),
+        ((F.col("rn") == 1) & F.col("tomb") & F.col("in_run")).alias("new_tombstone"))
+    if ctx.expired_clean is not None:
+        expiry_only = ctx.expired_clean.join(run_keys, ["p", "key"], "left_anti")
+        decided = decided.unionByName(
+            expiry_only.join(ctx.log_end_df, "p", "left").select(
+                "p", "o", F.lit(False).alias("in_run"), *[n for n, _ in fr.match],
+                F.when(~protected, F.lit(REASON_EXPIRED_TOMBSTONE)).alias("reason"),
+                F.lit(False).alias("retained"), F.lit(False).alias("new_tombstone")))
+    decided = ctx.hold(decided)
+    figures = decided.agg(
+        F.count("*").alias("read"),
+        F.sum(F.when(F.col("reason") == REASON_SUPERSEDED, 1).otherwise(0)).alias("superseded"),
+        F.sum(F.when(F.col("reason") == REASON_EXPIRED_TOMBSTONE, 1).otherwise(0)).alias("expired"),
+        F.sum(F.col("new_tombstone").cast("int")).alias("new_tombstones")).collect()[0]
+    new_retained = {r["p"]: r["o"] for r in decided.where("retained").select("p", "o").collect()}
+    superseded, expired = int(figures["superseded"] or 0), int(figures["expired"] or 0)
+    expired_by_partition = {}
+    if expired:
+        expired_by_partition = {r["p"]: r["o"] for r in decided.where(F.col("reason") == REASON_EXPIRED_TOMBSTONE)
+                                .groupBy("p").agg(F.max("o").alias("o")).collect()}
+
+    return RankedPlan(expired, expired_by_partition, int(figures["new_tombstones"] or 0), new_retained,
+                      ctx=ctx, decided=decided, bad_rows=bad_rows, n_bad=n_bad, superseded=superseded,
+                      read=int(figures["read"]))
+
+
+def bad_figures(fr: Frames, bad_rows, retained: dict) -> list[dict]:
+    """Per partition (None: a null partition), the bad records, their highest offset, and how many
+    of them an earlier run copied to quarantine and kept as the log end (those in ``retained``)."""
+    from pyspark.sql import functions as F
+
+    return [r.asDict() for r in bad_rows.groupBy(fr.p.alias("p")).agg(
+        F.count("*").alias("n"), F.max(fr.o).alias("end"),
+        F.sum(at_positions(fr.p, fr.o, retained).cast("int")).alias("copied_before")).collect()]
+
+
+def key_map(in_run, strategy: Strategy):
+    """Kafka's offset map, for every strategy: each of the run's keys with its best record in the
+    run by the keep rule (its offset ``winner_o``; under a versioned strategy also the whole rank),
+    whether that record is a tombstone, the key's highest offset in the run (``top_o``), and how
+    many records (and anomalous ones) of the key the run holds."""
+    from pyspark.sql import functions as F
+
+    if strategy.versioned:
+        rank = F.expr(strategy.winner_rank_sql())
+        best = [F.max(rank).alias("best"), F.max_by(F.col("tomb").cast("int"), rank).alias("winner_tomb"),
+                F.max("o").alias("top_o")]
+    else:  # the rank is the offset: plain long aggregates, cheaper than a struct's
+        best = [F.max("o").alias("top_o"), F.max_by(F.col("tomb").cast("int"), "o").alias("winner_tomb")]
+    agg = in_run.groupBy("p", "key").agg(*best, F.count("*").alias("n"),
+                                         F.sum((~F.col("has_ver")).cast("int")).alias("anom"))
+    return agg.withColumn("winner_o", F.col("best.o") if strategy.versioned else F.col("top_o"))
+
+
+def key_map_sums(kmap) -> list[dict]:
+    """Per partition of a key map: its last offset, records, keys, anomalous records, and (offset
+    strategy, where the run's winner is final) winning tombstones."""
+    from pyspark.sql import functions as F
+
+    return [{k: int(v or 0) for k, v in r.asDict().items()} for r in kmap.groupBy("p").agg(
+        F.max("top_o").alias("end"), F.sum("n").alias("n"), F.count("*").alias("keys"),
+        F.sum("anom").alias("anom"), F.sum("winner_tomb").alias("new_tombstones")).collect()]
+
+
+@dataclass
+class KeyDecision:
+    """A key map with each key's final decision: the offset it keeps (null: none, its winner is a
+    clean tombstone past its horizon), the log end it must keep though it loses (rule 6), and the
+    figures the run reports."""
+    decided: Any  # p, key, top_o, lc_keep, lc_protect
+    clean_read: int
+    new_tombstones: int
+    expired: int
+    expired_by_partition: dict
+    retained: dict
+
+
+def decide_keys(ctx: "RunContext", kmap, sums: list[dict]) -> KeyDecision:
+    """The keep rule per key, with one narrow read of the clean part. Under the offset strategy a
+    run's record always beats the cleaned ones, so the map decides alone. Under a versioned
+    strategy the clean part's record of a run key (one per key: the clean-part invariant) may beat
+    the run's (a late lower version): the clean part's identity and version columns are read once,
+    restricted to the run's keys by a broadcast semi-join, and the higher of the two wins."""
+    from pyspark.sql import functions as F
+
+    strategy = ctx.fr.strategy
+    none = F.lit(None).cast("bigint")
+    if not strategy.versioned or not ctx.has_clean:
+        decided = kmap.select("p", "key", "top_o", F.col("winner_o").alias("lc_keep"), none.alias("lc_protect"))
+        if not strategy.versioned:
+            return KeyDecision(decided, 0, sum(r["new_tombstones"] for r in sums), 0, {}, {})
+        kmap = kmap.withColumn("clean_best", F.lit(None).cast(kmap.schema["best"].dataType)).withColumn(
+            "clean_n", F.lit(0).cast("bigint"))
+    else:
+        rank = F.expr(strategy.winner_rank_sql())
+        keys = join_side(kmap.select("p", "key"), sum(r["keys"] for r in sums))
+        clean_best = (ctx.clean.join(keys, ["p", "key"], "left_semi").groupBy("p", "key")
+                      .agg(F.max(rank).alias("clean_best"), F.count("*").alias("clean_n")))
+        kmap = kmap.join(clean_best, ["p", "key"], "left")
+    clean_wins = F.coalesce(F.col("clean_best") > F.col("best"), F.lit(False))
+    kmap = kmap.withColumn("clean_o", F.col("clean_best.o"))
+    if ctx.expired_clean is not None:  # a clean winner past its tombstone horizon goes, with its losers
+        expired = ctx.expired_clean.select("p", F.col("o").alias("clean_o"), F.lit(True).alias("clean_expired"))
+        kmap = kmap.join(F.broadcast(expired), ["p", "clean_o"], "left")
+    else:
+        kmap = kmap.withColumn("clean_expired", F.lit(None).cast("boolean"))
+    goes_expired = clean_wins & F.coalesce(F.col("clean_expired"), F.lit(False))
+    # Rule 6: a partition's log end stays though it loses (a higher version earlier in the log); it
+    # is then kept and recorded as retained. The run is a prefix, so the log end is a top_o.
+    at_log_end = F.lit(ctx.tc.retain_log_end_record) & (F.col("top_o") == F.col("log_end"))
+    decided = ctx.hold(kmap.join(ctx.log_end_df, "p", "left").select(
+        "p", "key", "top_o",
+        F.when(goes_expired, none).when(clean_wins, F.col("clean_o")).otherwise(F.col("winner_o")).alias("lc_keep"),
+        F.when(at_log_end, F.col("top_o")).alias("lc_protect"),
+        F.coalesce("clean_n", F.lit(0)).alias("clean_n"),
+        F.when(goes_expired, F.col("clean_o")).alias("expired_o"),
+        (~clean_wins & (F.col("winner_tomb") == 1)).alias("new_tombstone")))
+    rows = decided.groupBy("p").agg(
+        F.sum("clean_n").alias("clean_n"), F.sum(F.col("new_tombstone").cast("int")).alias("new_tombstones"),
+        F.count("expired_o").alias("expired"), F.max("expired_o").alias("expired_o"),
+        F.max(F.when(~F.col("lc_protect").eqNullSafe(F.col("lc_keep")), F.col("lc_protect"))).alias("retained")).collect()
+    return KeyDecision(decided, sum(int(r["clean_n"] or 0) for r in rows),
+                        sum(int(r["new_tombstones"] or 0) for r in rows), sum(int(r["expired"] or 0) for r in rows),
+                        {r["p"]: r["expired_o"] for r in rows if r["expired_o"] is not None},
+                        {r["p"]: r["retained"] for r in rows if r["retained"] is not None})
+
+
+def key_map_plan(ctx: "RunContext", kmap=None, sums=None) -> "KeyMapPlan":
+    """Kafka's cleaner, for every strategy: a map of the run's keys to the offset each keeps, then
+    one MERGE deleting every other record of the key up to its highest offset in the run, cleaned or
+    dirty, reading the table once. No record of the run's range is above that offset (the run is a
+    prefix of each partition), so nothing past the run is touched. Expired tombstones whose key has
+    no record in the run join the map alone (from = through = their offset, nothing kept)."""
+    from pyspark.sql import functions as F
+
+    tc = ctx.tc
+    if kmap is None:  # otherwise built from the dirty part, which is the whole run (see engine._run_range)
+        kmap = ctx.hold(key_map(ctx.in_run, ctx.fr.strategy))  # feeds the figures and the MERGE
+        sums = key_map_sums(kmap)
+    keys = decide_keys(ctx, kmap, sums)
+    source = keys.decided.select("p", "key", F.lit(LONG_MIN).alias("lc_from"), F.col("top_o").alias("lc_through"),
+                                 "lc_keep", "lc_protect")
+    expiry = _expiry_only(ctx, kmap)
+    expired_by_partition = dict(keys.expired_by_partition)
+    for p, o in expiry.expired_by_partition.items():
+        expired_by_partition[p] = max(o, expired_by_partition.get(p, o))
+    if expiry.removals is not None:
+        source = source.unionByName(expiry.removals)
+    raw = [("lc_p", F.col("p"))] if tc.partition_column else []  # p is the partition as bigint
+    raw += [(f"lc_k{i}", F.col("key").getField(f"k{i}")) for i in range(len(tc.key_columns))]
+    source = source.select(*[c.alias(n) for n, c in raw], "lc_from", "lc_through", "lc_keep", "lc_protect")
+    source = source.withColumn("lc_hash", F.xxhash64(*[F.col(n) for n, _ in raw]))
+    expired = keys.expired + expiry.expired
+    return KeyMapPlan(expired, expired_by_partition, keys.new_tombstones, keys.retained, ctx=ctx,
+                      source=join_side(source, ctx.n_run + expired), on=_key_map_merge_on(tc, [n for n, _ in raw]),
+                      n_source=ctx.n_run + expired, read=ctx.n_run + keys.clean_read + expiry.read,
+                      dirty_superseded=ctx.n_run - sum(r["keys"] for r in sums), expiry_read=expiry.read)
+
+
+@dataclass
+class _ExpiryOnly:
+    """Clean tombstones past their horizon whose key has no record in the run: each goes alone,
+    unless it is its partition's log end (rule 6)."""
+    removals: Any  # MERGE source rows (p, key, lc_from, lc_through, lc_keep, lc_protect), or None
+    read: int
+    expired: int
+    expired_by_partition: dict
+
+
+def _expiry_only(ctx: "RunContext", kmap) -> _ExpiryOnly:
+    from pyspark.sql import functions as F
+
+    if ctx.expired_clean is None:
+        return _ExpiryOnly(None, 0, 0, {})
+    expiry_only = ctx.hold(ctx.expired_clean.join(kmap.select("p", "key"), ["p", "key"], "left_anti")
+                           .join(ctx.log_end_df, "p", "left").select("p", "key", "o", (~ctx.protected).alias("goes")))
+    rows = expiry_only.groupBy("p").agg(F.count("*").alias("read"), F.sum(F.col("goes").cast("int")).alias("n"),
+                                        F.max(F.when(F.col("goes"), F.col("o"))).alias("o")).collect()
+    none = F.lit(None).cast("bigint")
+    removals = expiry_only.where("goes").select("p", "key", F.col("o").alias("lc_from"), F.col("o").alias("lc_through"),
+                                               none.alias("lc_keep"), none.alias("lc_protect"))
+    return _ExpiryOnly(removals, sum(int(r["read"]) for r in rows), sum(int(r["n"] or 0) for r in rows),
+                       {r["p"]: r["o"] for r in rows if r["o"] is not None})
+
+
+def _key_map_merge_on(tc: TableConfig, source_key_columns: list[str]) -> str:
+    """The key map's MERGE condition: the record's key is a source row's, its offset inside the
+    row's [lc_from, lc_through], and it is neither the kept record nor a protected log end. One
+    64-bit hash of partition and key is the join key; the columns themselves are checked with >=
+    and <= rather than '=' (Spark makes every '=' a hash key, and a join on one long probes far
+    faster than on strings: 3.8 s against 5.5 s for 20M rows in benchmarks/)."""
+    target_cols = ([tc.partition_column] if tc.partition_column else []) + list(tc.key_columns)
+    hashed = [f"CAST(t.{ident(tc.partition_column)} AS BIGINT)"] if tc.partition_column else []
+    hashed += [f"t.{ident(c)}" for c in tc.key_columns]  # the same values and types as the source's
+    t_o = f"t.{ident(tc.offset_column)}"
+    return " AND ".join([f"xxhash64({', '.join(hashed)}) = s.lc_hash"]
+                        + [f"t.{ident(c)} >= s.{n} AND t.{ident(c)} <= s.{n}"
+                           for c, n in zip(target_cols, source_key_columns)]
+                        + [f"{t_o} >= s.lc_from AND {t_o} <= s.lc_through",
+                           f"NOT ({t_o} <=> s.lc_keep) AND NOT ({t_o} <=> s.lc_protect)"])
+
+
+@dataclass
+class KeyMapPlan(Plan):
+    """The key map's decision: one MERGE source row per run key (and per expired tombstone alone)."""
+    ctx: RunContext = None
+    source: Any = None
+    on: str = ""
+    n_source: int = 0
+    read: int = 0  # versioned strategies: run records, clean records of run keys, expired tombstones read
+    dirty_superseded: int = 0  # run records below their key's winner
+    expiry_read: int = 0
+
+    def commit(self, run_id: str) -> bool:
+        if not self.n_source:
+            return False
+        merge_delete(self.ctx.spark, self.ctx.ref, self.source, run_id, self.on, alias="s")
+        return True
+
+    def figures(self, summary: dict | None) -> tuple[int, int]:
+        ctx = self.ctx
+        if summary is None:  # dry run: count what the MERGE would match, at the pinned snapshot
+            view = temp_view(self.source, "lakecleaner_key_map")
+            matched = ctx.spark.sql(f"SELECT count(*) FROM {ctx.ref.sql()} VERSION AS OF {ctx.snapshot} t "
+                                    f"JOIN {view} s ON {self.on}").collect()[0][0]
+            ctx.spark.catalog.dropTempView(view)
+        else:
+            # net of delete files the commit replaced: Iceberg folds a data file's earlier
+            # position deletes into the new delete file (and reports those as removed)
+            matched = int(summary.get("added-position-deletes", 0)) - int(summary.get("removed-position-deletes", 0))
+        superseded = max(matched - self.expired, 0)
+        if not ctx.tc.versioned:  # every clean record of a run key is superseded: the MERGE counted them
+            return superseded, ctx.n_run + (superseded - self.dirty_superseded) + self.expiry_read
+        return superseded, self.read
+
+    def guard(self, appends: list[int], current: int | None) -> None:
+        """Records appended during the run at offsets inside its range (late arrivals) were never
+        examined, and the MERGE reads the table as it is: it would remove them unseen. Stop."""
+        if not appends:
+            return
+        ctx, added = self.ctx, set(appends)
+        late = [f["_file"] for f in data_files(ctx.spark, ctx.ref, ctx.tc, current)
+                if f["snapshot_id"] in added and may_hold_run_offsets(f, ctx.ends)]
+        if late:
+            raise CompactionError(ctx.ref.short, f"{len(late)} data file(s) appended during the run may hold offsets "
+                                                 f"inside the run's range (late arrivals, e.g. {late[0]}); nothing "
+                                                 f"committed, the next run includes them")

@@ -1,0 +1,178 @@
+"""A table's record roles and KIP-280's keep rule, defined once and rendered for every place that
+decides a winner: Python for the reference model, Spark SQL text for the engine (parsed with
+``F.expr``, so Catalyst sees the same expressions as if written with the DataFrame API), the quality
+suite's queries and the latest-per-key view. Change how a record wins here, nowhere else.
+
+The rule (KIP-280, keep-highest): under ``offset`` the higher offset wins. Under ``timestamp``,
+``header`` and ``column`` a record with a version beats one without (the other is anomalous), then
+the higher version wins, and a tie goes to the higher offset.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import TableConfig
+from .rules import QUARANTINE_NULL_KEY, QUARANTINE_NULL_OFFSET, QUARANTINE_NULL_PARTITION
+
+# The derived columns every Spark-side consumer names the roles by (engine frames, quality batch).
+OFFSET, VER, HAS_VER = "o", "ver", "has_ver"
+TWO_TO_63, TWO_TO_64 = 2**63, 2**64
+
+
+def order_key(versioned: bool, offset: int, version) -> tuple:
+    """Python (the reference model): the sort key, highest wins."""
+    if not versioned:
+        return (offset,)
+    return (version is not None, version if version is not None else 0, offset)
+
+
+def ident(name: str) -> str:
+    """A column or table name as a Spark SQL identifier."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def sql_string(text: str) -> str:
+    """A Spark SQL string literal (backslash escapes: spark.sql.parser.escapedStringLiterals off)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def checkpoint_sql(p: str | None, o: str, offsets: dict, op: str) -> str | None:
+    """Records whose offset is ``op`` their partition's entry in ``offsets`` (key None: an
+    unpartitioned table, ``p`` None), as one SQL condition; None when there is no entry. With
+    ``op`` '<=' and the checkpoint's offsets: the record is cleaned."""
+    terms = [f"{o} {op} {off}" if part is None or p is None else f"({p} = {part} AND {o} {op} {off})"
+             for part, off in offsets.items()]
+    return " OR ".join(terms) or None
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """The table's roles (partition, offset, key, tombstone, version) as SQL over its own columns,
+    and the keep rule over the derived columns."""
+
+    tc: TableConfig
+
+    @property
+    def versioned(self) -> bool:
+        return self.tc.versioned
+
+    # ---------------------------------------------------------------- roles, over the table's columns
+    @property
+    def partition_sql(self) -> str:
+        """The partition as bigint; an unpartitioned table is partition 0 inside the engine."""
+        return f"CAST({ident(self.tc.partition_column)} AS BIGINT)" if self.tc.partition_column else "CAST(0 AS BIGINT)"
+
+    @property
+    def offset_sql(self) -> str:
+        return f"CAST({ident(self.tc.offset_column)} AS BIGINT)"
+
+    @property
+    def tombstone_sql(self) -> str:
+        """KIP-87: where the tombstone flag is present (not null) it decides; otherwise a null value."""
+        value_null = f"{ident(self.tc.value_column)} IS NULL" if self.tc.value_column else "FALSE"
+        if self.tc.tombstone_column:
+            return f"coalesce({ident(self.tc.tombstone_column)}, {value_null})"
+        return f"({value_null})"
+
+    @property
+    def tombstone_pushdown_sql(self) -> str:
+        """The same condition as a plain boolean filter Iceberg can prune files by (no coalesce)."""
+        if not self.tc.tombstone_column:
+            return self.tombstone_sql
+        flag = ident(self.tc.tombstone_column)
+        value_null = f"{ident(self.tc.value_column)} IS NULL" if self.tc.value_column else "FALSE"
+        return f"({flag} OR ({flag} IS NULL AND {value_null}))"
+
+    @property
+    def version_sql(self) -> str:
+        """The record's version (null: none); constant under the offset strategy."""
+        tc = self.tc
+        if tc.strategy == "offset":
+            return "CAST(0 AS BIGINT)"
+        if tc.strategy == "timestamp":
+            return ident(tc.timestamp_column)
+        if tc.strategy == "column":
+            return ident(tc.version_column)
+        # header: the last occurrence of the exactly-named header, an 8-byte big-endian signed long
+        # (Kafka's LongSerializer). Spark has no binary-to-long cast: two's complement by hand.
+        raw = self._header_raw
+        unsigned = f"CAST(conv(hex({raw}), 16, 10) AS DECIMAL(20,0))"
+        signed = (f"CASE WHEN {unsigned} >= CAST('{TWO_TO_63}' AS DECIMAL(20,0)) "
+                  f"THEN {unsigned} - CAST('{TWO_TO_64}' AS DECIMAL(21,0)) ELSE {unsigned} END")
+        return f"CASE WHEN {self.has_version_sql} THEN CAST({signed} AS BIGINT) END"
+
+    @property
+    def has_version_sql(self) -> str:
+        tc = self.tc
+        if tc.strategy == "offset":
+            return "TRUE"
+        if tc.strategy == "header":
+            return f"({self._header_raw} IS NOT NULL AND length({self._header_raw}) = 8)"
+        return f"({self.version_sql} IS NOT NULL)"
+
+    @property
+    def _header_raw(self) -> str:
+        matching = f"filter({ident(self.tc.headers_column)}, h -> h.key = {sql_string(self.tc.version_header)})"
+        return f"try_element_at({matching}, -1).value"
+
+    @property
+    def null_key_sql(self) -> str:
+        return " OR ".join(f"{ident(k)} IS NULL" for k in self.tc.key_columns)
+
+    @property
+    def bad_conditions(self) -> list[tuple[str, str]]:
+        """Rule 7, records no log can hold: (SQL condition, quarantine reason), in the order the
+        reason is given: null offset, null partition (partitioned tables), null key."""
+        terms = [(f"{ident(self.tc.offset_column)} IS NULL", QUARANTINE_NULL_OFFSET)]
+        if self.tc.partition_column:
+            terms.append((f"{ident(self.tc.partition_column)} IS NULL", QUARANTINE_NULL_PARTITION))
+        return [*terms, (f"({self.null_key_sql})", QUARANTINE_NULL_KEY)]
+
+    @property
+    def bad_sql(self) -> str:
+        """SQL: a bad record (rule 7), which goes to quarantine."""
+        return " OR ".join(cond for cond, _ in self.bad_conditions)
+
+    def latest_per_key_sql(self, table_sql: str, columns: list[str]) -> str:
+        """SQL: per (partition, key) its winner under the keep rule, bad records and winning
+        tombstones left out; every one of ``columns`` by name. What readers see between runs as if
+        the table were compacted and its tombstones expired (lakecleaner.view)."""
+        rank = "lakecleaner_rank"
+        while rank.lower() in {c.lower() for c in columns}:
+            rank += "_"
+        order = self.winner_order_sql(f"({self.has_version_sql})", f"({self.version_sql})", f"({self.offset_sql})")
+        keys = ", ".join(ident(k) for k in self.tc.key_columns)
+        return (f"SELECT {', '.join(ident(c) for c in columns)}\n"
+                f"FROM (\n  SELECT *, row_number() OVER (\n"
+                f"    PARTITION BY {self.partition_sql}, {keys}\n    ORDER BY {order}) AS {ident(rank)}\n"
+                f"  FROM {table_sql}\n  WHERE NOT ({self.bad_sql})\n)\n"
+                f"WHERE {ident(rank)} = 1 AND NOT ({self.tombstone_sql})")
+
+    # ---------------------------------------------------------------- the keep rule
+    def order_key(self, offset: int, version) -> tuple:
+        """Python: the sort key of the reference model, highest wins."""
+        return order_key(self.versioned, offset, version)
+
+    def winner_order(self, has_ver: str = HAS_VER, ver: str = VER, o: str = OFFSET) -> list[str]:
+        """The columns a key's records are ordered by, descending, winner first."""
+        return [has_ver, ver, o] if self.versioned else [o]
+
+    def winner_order_sql(self, has_ver: str = HAS_VER, ver: str = VER, o: str = OFFSET) -> str:
+        """SQL: an ORDER BY putting each key's winner first (row_number() = 1 is the winner)."""
+        return ", ".join(f"{c} DESC" for c in self.winner_order(has_ver, ver, o))
+
+    def winner_rank_sql(self, has_ver: str = HAS_VER, ver: str = VER, o: str = OFFSET) -> str:
+        """SQL: a value whose max over a key's records is its winner's (structs compare field by
+        field), for an aggregation instead of a window. Offsets are unique per partition, so the
+        offset, its last field, names the winner."""
+        return f"named_struct('has_ver', {has_ver}, 'ver', {ver}, 'o', {o})" if self.versioned \
+            else f"named_struct('o', {o})"
+
+
+def key_hash_sql(tc: TableConfig) -> str:
+    """SQL: sha256 (hex) of the key's canonical rendering, a JSON array of the key columns cast to
+    string in key order. What an erasure request records and checks instead of the key itself; the
+    forget computes its hashes with this same expression (over its typed keys), the quality suite
+    over the table, so the two always agree."""
+    cols = ", ".join(f"CAST({ident(k)} AS STRING)" for k in tc.key_columns)
+    return f"sha2(to_json(array({cols})), 256)"
