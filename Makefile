@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install demo test unit bench chaos lint clean airflow airflow-pg browser-deps pg-deps
+.PHONY: install demo test unit bench chaos lint lint-py clean airflow airflow-pg browser-deps pg-deps
 
 $(STAMP): requirements.txt requirements-dev.txt requirements.lock pyproject.toml
 	@command -v java >/dev/null || { echo "lakecleaner needs a JDK (17) on PATH for Spark" >&2; exit 1; }
@@ -21,7 +21,8 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/lakecleaner demo
 
-test: $(STAMP) browser-deps pg-deps
+# ruff first: a finding fails the target before the (long) tests start
+test: $(STAMP) lint-py browser-deps pg-deps
 	$(BIN)/python -m pytest -q
 
 unit: $(STAMP)
@@ -36,6 +37,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_compaction.py
 	$(BIN)/python benchmarks/bench_evaluate.py
 	$(BIN)/python benchmarks/bench_fleet.py
+	$(BIN)/python benchmarks/bench_cdc.py
 
 # Airflow 3 on this machine: api-server, scheduler, dag-processor and triggerer (LocalExecutor, SQLite,
 # SimpleAuthManager) with the lakecleaner DAG, Spark in local mode on the embedded warehouse.
@@ -61,8 +63,12 @@ airflow-pg: $(STAMP) pg-deps
 		$(if $(AIRFLOW_PG_PORT),--port $(AIRFLOW_PG_PORT)) -- \
 		$(MAKE) --no-print-directory airflow AIRFLOW_HOME_DIR=$(AIRFLOW_HOME_DIR)
 
-lint: $(STAMP)
+lint: $(STAMP) lint-py
 	$(BIN)/hadolint Dockerfile
+
+# Python lint (ruff; rules in pyproject.toml [tool.ruff]). Fails on any finding.
+lint-py: $(STAMP)
+	$(BIN)/ruff check .
 
 # Headless Chromium for tests/airflow/test_browser.py: Debian's packages (no browser download works
 # here). Idempotent: installs only when missing. Needs root, as CI and these machines run.

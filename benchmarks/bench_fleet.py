@@ -44,12 +44,12 @@ from pathlib import Path
 import psutil
 import yaml
 
-from lakecleaner.batch import RESULT_MARKER, SECTION
-from lakecleaner.cli import submit_command
+from lakecleaner.batch import SECTION
 from lakecleaner.config import load_config
 from lakecleaner.demo import DEMO_TABLES
 from lakecleaner.engine import compact_table
 from lakecleaner.generator import cdc_rows, produce
+from lakecleaner.submit import parse_result, parse_results, submit_command
 from lakecleaner.tables import append, create_compacted_table
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -277,8 +277,7 @@ def run_old_path(cfg, config_path: str, tables: list[str], now_ms: int, run_name
                 elapsed = time.time() - t0
                 err.seek(0)
                 stderr = err.read()
-            results = [json.loads(line[len(RESULT_MARKER):]) for line in out.splitlines()
-                       if line.startswith(RESULT_MARKER)]
+            results = parse_results(out)
             status = results[0].get("status") if results else None
             if proc.returncode != 0 or status not in ("committed", "passed", None) or not results \
                     or results[0].get("error"):
@@ -312,8 +311,8 @@ def run_packed(cfg, config_path: str, tables: list[str], now_ms: int, run_name: 
                 now = time.time() - t0
                 line = line.rstrip("\n")
                 log.append(line)
-                if line.startswith(RESULT_MARKER):
-                    results.append(json.loads(line[len(RESULT_MARKER):]))
+                if (result := parse_result(line)) is not None:
+                    results.append(result)
                 elif m := STEP_LINE.match(line):  # a step of a table's block: "  compact: committed in 1.2 s {...}"
                     step_s[m.group(1)] += float(m.group(2))
                 elif line.startswith(end_prefix) and line.endswith(SECTION) and ": " in line[len(end_prefix):]:

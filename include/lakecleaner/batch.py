@@ -28,8 +28,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from .config import ConfigError, LakecleanerConfig, load_config
+from .submit import format_result
 
-RESULT_MARKER = "LAKECLEANER_RESULT "
 STEPS = ("compact", "maintain", "validate")
 CLEANING_STEPS = ("compact", "maintain")  # a failure here counts towards the uncleanable mark
 SECTION = "=" * 12
@@ -76,7 +76,7 @@ def clean_tables(spark, cfg: LakecleanerConfig, request: BatchRequest,
     """Run the request's steps for each table, ``workers`` tables at once (default
     cleaner.application_threads), starting them in order; never raises for one table's failure.
     Returns the outcomes in the request's order."""
-    from .engine import ensure_history_table
+    from .history import ensure_history_table
     from .quality import QualitySuites
 
     run = _BatchRun(cfg, request, emit)
@@ -118,7 +118,7 @@ CODEGEN = "spark.sql.codegen.wholeStage"
 
 def _choose_codegen(spark, cfg: LakecleanerConfig, tables: tuple[str, ...], emit) -> bool:
     """Turn whole-stage code generation off for an application of small tables; True if it did."""
-    from .engine import TableRef, snapshot_summary
+    from .catalog import TableRef, snapshot_summary
 
     if CODEGEN in cfg.spark.conf or spark.conf.get(CODEGEN, "true").lower() != "true":
         return False  # the operator decided
@@ -293,12 +293,12 @@ def _clean_one(spark, cfg: LakecleanerConfig, table: str, request: BatchRequest,
 def failure_message(table: str, step: str, exc: BaseException) -> str:
     """The error as its own message when it already names the table (CompactionError, ConfigError,
     QualityError), else the table, the step and the root cause."""
-    from .engine import _first_line
+    from .catalog import first_line
 
     text = str(exc)
     if isinstance(exc, ValueError | RuntimeError) and text.startswith("table "):
         return text[:2000]
-    return f"table {table}: {step} failed: {type(exc).__name__}: {_first_line(exc)}"
+    return f"table {table}: {step} failed: {type(exc).__name__}: {first_line(exc)}"
 
 
 def _record(cfg: LakecleanerConfig, outcome: TableOutcome, now_ms: int, emit) -> None:
@@ -376,7 +376,7 @@ def job_main(steps: tuple[str, ...], argv: list[str] | None = None) -> int:
         cfg = load_config(args.config)
     except ConfigError as exc:
         for table in args.tables:
-            print(RESULT_MARKER + json.dumps({"table": table, "status": "failed", "error": str(exc)}), flush=True)
+            print(format_result({"table": table, "status": "failed", "error": str(exc)}), flush=True)
         return 2
     request = BatchRequest(tuple(args.tables), int(args.now_ms if args.now_ms is not None else time.time() * 1000),
                            steps, args.dry_run, args.run_name, args.interval_ms, args.budget_s,
@@ -386,7 +386,7 @@ def job_main(steps: tuple[str, ...], argv: list[str] | None = None) -> int:
     try:
         outcomes = clean_tables(spark, cfg, request, emit)
         for outcome in outcomes:
-            emit(RESULT_MARKER + json.dumps(result_line(outcome, steps), sort_keys=True, default=str))
+            emit(format_result(result_line(outcome, steps)))
         if request.record_outcomes and not request.dry_run:
             _maintain_own_tables(spark, cfg, request.now_ms, emit)
     finally:

@@ -14,10 +14,11 @@ import time
 from pathlib import Path
 
 from .config import load_config
-from .engine import TableRef
+from .catalog import TableRef
 from .generator import CDC_SCHEMA, cdc_rows, produce
 from .model import compact
 from .rules import Checkpoint
+from .submit import REPO_ROOT
 from .tables import KAFKA_SCHEMA, append, create_compacted_table, read_model_records
 
 NAMESPACE = "demo"
@@ -67,8 +68,6 @@ def describe(records) -> dict:
 
 def airflow_env(cfg) -> dict:
     """The environment `make airflow` uses, so the UI shows the demo's DAG run afterwards."""
-    from .cli import REPO_ROOT
-
     home = REPO_ROOT / "airflow_home"
     return {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO_ROOT / "plugins"), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",

@@ -50,7 +50,7 @@ def produce(n_records: int, n_keys: int, partitions: int = 2, producers: int = 3
     sends.sort()  # the broker sees writes in arrival order
     next_offset = [0] * partitions
     rows = []
-    for arrival, _, producer, key, version, sent_at in sends:
+    for _arrival, _, producer, key, version, sent_at in sends:
         p = partition_of(key, partitions)
         roll = rng.random()
         value, tombstone = f"{key}@v{version} from producer-{producer}", False

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 from pathlib import Path
 from typing import Callable, Iterator
@@ -302,7 +301,3 @@ def _partition(df, part_field, part_index):
         return df.partition[part_index]
     lo, hi = _bound(df.lower_bounds, part_field), _bound(df.upper_bounds, part_field)
     return lo if lo is not None and lo == hi else MIXED
-
-
-def warehouse_exists(cfg: LakecleanerConfig) -> bool:
-    return cfg.catalog.type != "hadoop" or os.path.isdir(cfg.catalog.warehouse.removeprefix("file:"))

@@ -1,4 +1,4 @@
-"""Building a SparkSession (or spark-submit arguments) for the configured catalog.
+"""Building a SparkSession for the configured catalog (spark-submit arguments: lakecleaner.submit).
 
 The Iceberg runtime jar is found at run time inside the pinned PyPI package; a deployment that
 reaches Maven sets ``spark.iceberg_runtime`` to a coordinate instead (spark.jars.packages).
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import glob
 import os
-import zipfile
 from pathlib import Path
 
 from .config import LakecleanerConfig
@@ -79,15 +78,6 @@ def spark_conf(cfg: LakecleanerConfig) -> dict[str, str]:
 REDACTION = r"(?i)secret|password|token|access[.]key|credential|private[.]key"
 
 
-def submit_conf(cfg: LakecleanerConfig) -> dict[str, str]:
-    """The Spark conf for a spark-submit command line: everything but the catalog's, which may hold
-    credentials (tokens, JDBC passwords). argv is visible in ps and logged by SparkSubmitHook, and
-    the DAG's mapped arguments are stored as XCom; the job sets the catalog's conf itself, from the
-    config file it is given, when it builds its session (get_spark)."""
-    prefix = f"spark.sql.catalog.{cfg.catalog.name}"
-    return {k: v for k, v in spark_conf(cfg).items() if k != prefix and not k.startswith(prefix + ".")}
-
-
 def get_spark(cfg: LakecleanerConfig, app_name: str = "lakecleaner", set_master: bool = True):
     """A SparkSession for in-process use (tests, the demo). Under spark-submit, the master and jars
     come from the submit command line, so the job passes set_master=False."""
@@ -103,13 +93,3 @@ def get_spark(cfg: LakecleanerConfig, app_name: str = "lakecleaner", set_master:
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
-
-def package_zip(dest_dir: str | os.PathLike) -> str:
-    """Zip the installed lakecleaner package for --py-files, so executors run the same code."""
-    src = Path(__file__).resolve().parent
-    dest = Path(dest_dir) / "lakecleaner.zip"
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path in sorted(src.rglob("*.py")):
-            zf.write(path, Path("lakecleaner") / path.relative_to(src))
-    return str(dest)

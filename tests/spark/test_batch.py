@@ -12,7 +12,7 @@ import pytest
 
 from lakecleaner.batch import BatchRequest, clean_tables
 from lakecleaner.config import CHECKPOINT_PROPERTY
-from lakecleaner.engine import TableRef
+from lakecleaner.catalog import TableRef
 from lakecleaner.generator import CDC_SCHEMA
 from lakecleaner.model import compact
 from lakecleaner.quality import list_results

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from lakecleaner import engine
-from lakecleaner.cli import RESULT_MARKER
+from lakecleaner import catalog
 from lakecleaner.config import CHECKPOINT_PROPERTY, ConfigError
-from lakecleaner.engine import CompactionError, TableRef, compact_table, current_snapshot
+from lakecleaner.catalog import CompactionError, TableRef, current_snapshot
+from lakecleaner.engine import compact_table
 from lakecleaner.model import compact
 from lakecleaner.rules import Checkpoint
+from lakecleaner.submit import RESULT_MARKER
 from lakecleaner.tables import append, create_compacted_table, read_model_records
 
 pytestmark = pytest.mark.spark
@@ -84,7 +85,7 @@ def test_a_concurrent_cleaner_makes_the_later_run_fail_cleanly(spark, lake_confi
     ref = _filled(spark, lake_config, table_name)
     now = int(time.time() * 1000)
     expected, _ = _expected(spark, lake_config, table_name, now)
-    original = engine._check_no_concurrent_cleaner
+    original = catalog.check_no_concurrent_cleaner
     state = {"nested": False}
 
     def other_cleaner_commits_first(spark_, ref_, snapshot):
@@ -93,7 +94,7 @@ def test_a_concurrent_cleaner_makes_the_later_run_fail_cleanly(spark, lake_confi
             compact_table(spark, lake_config, table_name, now_ms=now)  # the other run wins the race
         return original(spark_, ref_, snapshot)
 
-    monkeypatch.setattr(engine, "_check_no_concurrent_cleaner", other_cleaner_commits_first)
+    monkeypatch.setattr(catalog, "check_no_concurrent_cleaner", other_cleaner_commits_first)
     with pytest.raises(CompactionError, match=rf"table {table_name}: table changed by a concurrent delete"):
         compact_table(spark, lake_config, table_name, now_ms=now)
     assert _ids(spark, ref) == expected
@@ -107,14 +108,14 @@ def test_a_cleaner_in_another_process_is_seen_before_commit(spark, lake_config, 
     ref = _filled(spark, lake_config, table_name)
     now = int(time.time() * 1000)
     expected, _ = _expected(spark, lake_config, table_name, now)
-    original = engine._check_no_concurrent_cleaner
+    original = catalog.check_no_concurrent_cleaner
 
     def other_process_commits_first(spark_, ref_, snapshot):
         subprocess.run([sys.executable, "-m", "lakecleaner.cli", "--config", str(config_file), "compact", table_name,
                         "--now-ms", str(now)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return original(spark_, ref_, snapshot)
 
-    monkeypatch.setattr(engine, "_check_no_concurrent_cleaner", other_process_commits_first)
+    monkeypatch.setattr(catalog, "check_no_concurrent_cleaner", other_process_commits_first)
     with pytest.raises(CompactionError, match=rf"table {table_name}: table changed by a concurrent delete"):
         compact_table(spark, lake_config, table_name, now_ms=now)
     assert _ids(spark, ref) == expected
@@ -124,10 +125,10 @@ def test_a_run_starts_from_the_checkpoint_another_process_wrote(spark, lake_conf
     ref = _filled(spark, lake_config, table_name)
     now = int(time.time() * 1000)
     expected, _ = _expected(spark, lake_config, table_name, now)
-    assert CHECKPOINT_PROPERTY not in engine.load_table_config(spark, lake_config, ref)[1]  # cached here
+    assert CHECKPOINT_PROPERTY not in catalog.load_table_config(spark, lake_config, ref)[1]  # cached here
     subprocess.run([sys.executable, "-m", "lakecleaner.cli", "--config", str(config_file), "compact", table_name,
                     "--now-ms", str(now)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    assert CHECKPOINT_PROPERTY in engine.load_table_config(spark, lake_config, ref)[1]  # not the cached table
+    assert CHECKPOINT_PROPERTY in catalog.load_table_config(spark, lake_config, ref)[1]  # not the cached table
     stats = compact_table(spark, lake_config, table_name, now_ms=now)
     assert stats["dirty_records_in_run"] == 0 and stats["removed_superseded"] == 0
     assert _ids(spark, ref) == expected
@@ -138,13 +139,13 @@ def test_a_rollback_during_a_run_makes_it_fail_cleanly(spark, lake_config, table
     stop before committing, whatever the lineage walk finds."""
     ref = _filled(spark, lake_config, table_name)
     before = spark.sql(f"SELECT snapshot_id FROM {ref.meta('history')} ORDER BY made_current_at").collect()[-2][0]
-    original = engine._check_no_concurrent_cleaner
+    original = catalog.check_no_concurrent_cleaner
 
     def user_rolls_back_first(spark_, ref_, snapshot):
         spark.sql(f"CALL lake.system.rollback_to_snapshot('{ref.short}', {before})")
         return original(spark_, ref_, snapshot)
 
-    monkeypatch.setattr(engine, "_check_no_concurrent_cleaner", user_rolls_back_first)
+    monkeypatch.setattr(catalog, "check_no_concurrent_cleaner", user_rolls_back_first)
     with pytest.raises(CompactionError, match=rf"table {table_name}: snapshot \d+, which the run read, is no longer "
                                               rf"on the table's current lineage"):
         compact_table(spark, lake_config, table_name, now_ms=int(time.time() * 1000))
@@ -304,14 +305,14 @@ def test_a_late_arrival_inside_the_run_range_stops_an_offset_map_run(spark, lake
     at an offset the run covers was never examined, so the run must not remove it unseen."""
     ref = _filled(spark, lake_config, table_name)
     before = _ids(spark, ref)
-    original = engine._check_no_concurrent_cleaner
+    original = catalog.check_no_concurrent_cleaner
 
     def late_arrival_first(spark_, ref_, snapshot):
         # partition 0 holds even offsets only: 1 is free there, and below the run's end
         append(spark, ref, [{"key": "k1", "offset": 1, "partition": 0, "value": "late"}])
         return original(spark_, ref_, snapshot)
 
-    monkeypatch.setattr(engine, "_check_no_concurrent_cleaner", late_arrival_first)
+    monkeypatch.setattr(catalog, "check_no_concurrent_cleaner", late_arrival_first)
     with pytest.raises(CompactionError, match=rf"table {table_name}: 1 data file\(s\) appended during the run may "
                                               rf"hold offsets inside the run's range.*nothing committed"):
         compact_table(spark, lake_config, table_name, now_ms=int(time.time() * 1000))

@@ -860,7 +860,7 @@ def test_every_rule_the_suites_build_is_a_known_name():
     from lakecleaner.rules import Checkpoint
 
     ckpt = Checkpoint(offsets={0: 9}, history=[(0, {0: 9}, 1)])
-    for strategy, props in (("offset", {}), ("timestamp", {"compaction.strategy": "timestamp"}),
+    for _strategy, props in (("offset", {}), ("timestamp", {"compaction.strategy": "timestamp"}),
                             ("header", {"compaction.strategy": "header", "compaction.strategy.header": "v"}),
                             ("column", {"compaction.strategy": "column", "compaction.strategy.column": "ver"})):
         tc = resolve_table(TABLE, props, {**ALL_COLUMNS, "ver": "bigint"})

@@ -1,0 +1,87 @@
+"""spark-submit of the jobs/ applications (lakecleaner.submit): the CLI's command line and the DAG's
+SparkSubmitOperator arguments are one rendering; a job's result line is read back as printed.
+No Airflow, no Spark (tests/airflow/test_submit_hook.py renders the DAG's arguments through Airflow)."""
+import datetime as dt
+import json
+import re
+import zipfile
+
+import pytest
+from submit_argv import argv_options, zip_content
+
+from lakecleaner import submit
+from lakecleaner.config import CatalogConfig, LakecleanerConfig, SparkConfig
+
+
+CONFIGS = {
+    "bundled jar": LakecleanerConfig(spark=SparkConfig(driver_memory="3g", conf={"spark.sql.shuffle.partitions": 4})),
+    "maven coordinate": LakecleanerConfig(spark=SparkConfig(
+        iceberg_runtime="org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2", conf={"spark.x.y": "z"})),
+}
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_the_cli_command_and_the_dag_operator_options_are_one_rendering(name, tmp_path):
+    """Every conf key and value, the jars or packages and the shipped package are the same whether
+    the CLI submits a job or the DAG's SparkSubmitOperator does."""
+    cfg = CONFIGS[name]
+    argv = submit.submit_command(cfg, "/etc/lakecleaner.yaml", "clean.py", ["a.t", "--now-ms", "1"],
+                                 str(tmp_path / "cli"))
+    dag = submit.operator_options(cfg, tmp_path / "dag")
+    flags, conf, rest = argv_options(argv)
+
+    assert conf == dag["conf"] and conf  # spark.driver.memory included: the DAG passes it as --conf
+    assert conf["spark.driver.memory"] == cfg.spark.driver_memory
+    assert flags.get("--jars") == dag["jars"] and flags.get("--packages") == dag["packages"]
+    assert (dag["jars"] is None) != (dag["packages"] is None)  # the Iceberg runtime, one way or the other
+    assert zip_content(flags["--py-files"]) == zip_content(dag["py_files"])
+    assert rest == [str(submit.jobs_dir() / "clean.py"), "--config", "/etc/lakecleaner.yaml", "a.t", "--now-ms", "1"]
+    assert flags["--master"] == cfg.spark.master  # the DAG's master is the Airflow connection's
+    assert set(dag) == {"py_files", "jars", "packages", "conf", "env_vars"}
+
+
+def test_catalog_secrets_stay_out_of_argv_and_xcom(tmp_path):
+    """Catalog properties (tokens, JDBC passwords) never reach a spark-submit command line or the
+    DAG's mapped arguments (stored as XCom): the job sets the catalog's conf from its config file."""
+    from lakecleaner.spark import REDACTION, spark_conf
+
+    cfg = LakecleanerConfig(catalog=CatalogConfig(
+        type="rest", warehouse="s3://bucket/wh", properties={"uri": "http://cat", "token": "s3cr3t-token"},
+        spark_properties={"jdbc.password": "s3cr3t-pw", "credential": "id:s3cr3t-cred"}))
+    assert "s3cr3t-token" in json.dumps(spark_conf(cfg))  # the job's own session still gets them
+    shared = submit.operator_options(cfg, tmp_path)
+    argv = submit.submit_command(cfg, "/etc/lakecleaner.yaml", "clean.py", ["a.t"], str(tmp_path))
+    for exposed in (json.dumps(shared), " ".join(argv)):
+        assert "s3cr3t" not in exposed and "spark.sql.catalog.lake" not in exposed
+    assert all(re.search(REDACTION, key) for key in ("spark.sql.catalog.lake.token", "x.credential", "jdbc.password"))
+
+
+def test_the_package_zip_is_named_after_its_content_and_rebuilt_in_place(tmp_path):
+    first = submit.ship_package(tmp_path / "pkg")
+    second = submit.ship_package(tmp_path / "pkg")
+    assert first == second and first.endswith(".zip")
+    assert [p.name for p in (tmp_path / "pkg").iterdir()] == [first.rsplit("/", 1)[1]]  # no leftovers
+    with zipfile.ZipFile(first) as zf:
+        assert "lakecleaner/scheduler.py" in zf.namelist() and "lakecleaner/submit.py" in zf.namelist()
+
+
+def test_a_result_line_round_trips_among_other_output():
+    result = {"table": "a.t", "status": "committed", "records_read": 3, "checkpoint": {"0": 7}, "error": None,
+              "at": dt.datetime(2026, 11, 23, 7, tzinfo=dt.timezone.utc)}
+    line = submit.format_result(result)
+    assert "\n" not in line and line.startswith(submit.RESULT_MARKER)
+    stdout = "\n".join(["Spark says hello", line, "lakecleaner: a.t (1 of 1): started",
+                        submit.format_result({"table": "a.u", "status": "failed", "error": "table a.u: x\ny"}), ""])
+    assert submit.parse_results(stdout) == [{**result, "at": "2026-11-23 07:00:00+00:00"},
+                                            {"table": "a.u", "status": "failed", "error": "table a.u: x\ny"}]
+    assert submit.parse_result("Spark says hello") is None
+
+
+def test_a_job_that_cannot_read_its_config_still_reports_each_table(tmp_path, capsys):
+    """The job's own printing (lakecleaner.batch) is what the CLI reads: a line per table, naming it."""
+    from lakecleaner.batch import job_main
+
+    assert job_main(("compact",), ["a.t", "a.u", "--config", str(tmp_path / "missing.yaml")]) == 2
+    results = submit.parse_results(capsys.readouterr().out)
+    assert [r["table"] for r in results] == ["a.t", "a.u"]
+    assert all(r["status"] == "failed" and "config file not found" in r["error"] for r in results)
