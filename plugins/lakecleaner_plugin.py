@@ -1,15 +1,17 @@
 """The Lake Cleaner page of the Airflow 3 UI: every compacted table, and per table its runs, charts
 and data-quality history with the Great Expectations Data Docs.
 
-It only presents: the figures come from ``lakecleaner.dashboard`` (which reads the evaluation,
-run history, validation results and cleaner state the package records). Pages are server-rendered
-HTML with inline SVG charts (no JavaScript, no CDN).
+It only presents recorded facts: the figures come from ``lakecleaner.dashboard``, which reads the
+last evaluation the DAG's evaluate task recorded, the run history, validation results and cleaner
+state; a request never evaluates a table nor reads its metadata. Pages are server-rendered from
+the Jinja2 templates in ``templates/lakecleaner/`` (autoescaped) with inline SVG charts (no
+JavaScript, no CDN). The table list and a table's runs are paginated (``?page=N&size=M``).
 
 Mounted by the API server at ``/lakecleaner`` (``fastapi_apps``):
 
-    /lakecleaner/                          index: every compacted table
-    /lakecleaner/tables/{namespace.table}  one table: charts, runs, validations
-    /lakecleaner/api/tables[/{table}]      the same as JSON
+    /lakecleaner/                          index: every compacted table (paginated)
+    /lakecleaner/tables/{namespace.table}  one table: charts, runs (paginated), validations
+    /lakecleaner/api/tables[/{table}]      the same as JSON (same page/size parameters)
     /lakecleaner/docs/{path}               the GX Data Docs site (files inside it only)
     /lakecleaner/ti/{dag}/{run}/{task}/{map_index}
                                            a mapped task instance -> its tables' pages (the task
@@ -25,17 +27,18 @@ permission: 403. FastAPI's own /docs, /redoc and /openapi.json are off (they wou
 """
 from __future__ import annotations
 
-import html
-import json
 import math
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 from urllib.parse import quote
 
-from fastapi import Depends, FastAPI, HTTPException, Request, status
+import jinja2
+from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
+from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
@@ -52,43 +55,7 @@ app = FastAPI(title="Lake Cleaner", dependencies=[Depends(can_read_lakecleaner)]
               docs_url=None, redoc_url=None, openapi_url=None)
 
 
-# ---------------------------------------------------------------- helpers
-def _config():
-    from lakecleaner.config import ConfigError, load_config
-
-    try:
-        return load_config()
-    except (ConfigError, OSError) as exc:
-        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, f"lakecleaner is not configured: {exc}") from None
-
-
-def _checked(table: str) -> str:
-    from lakecleaner.dashboard import valid_table_name
-
-    if not valid_table_name(table):
-        raise HTTPException(status.HTTP_400_BAD_REQUEST,
-                            "invalid table name: expected namespace.table, letters, digits and _ only")
-    return table
-
-
-def _table_view(table: str) -> dict:
-    from lakecleaner.dashboard import load_table
-
-    view = load_table(_config(), _checked(table))
-    if view is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"unknown table {table}: not a compacted table of the catalog")
-    return view
-
-
-def _path(request: Request, name: str, **params: str) -> str:
-    """An absolute path (no host) to one of this app's routes, under whatever prefix it is mounted."""
-    return request.url_for(name, **params).path
-
-
-def esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
-
-
+# ---------------------------------------------------------------- formatting (Jinja2 filters)
 def _num(value: Any) -> str:
     return "–" if value is None else f"{value:,}"
 
@@ -124,7 +91,91 @@ def _duration(ms: Any) -> str:
     return f"{seconds / 86400:.1f} d"
 
 
-# ---------------------------------------------------------------- SVG charts (server-side, no JS)
+def clip(text: str | None, n: int) -> str:
+    text = text or ""
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).resolve().parent / "templates"),
+                         autoescape=True, trim_blocks=True, lstrip_blocks=True)
+ENV.filters.update(num=_num, ratio=_ratio, bytes=_bytes, duration=_duration, clip=clip)
+templates = Jinja2Templates(env=ENV)
+
+
+def render(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    return templates.TemplateResponse(request, f"lakecleaner/{name}", context, status_code=status_code)
+
+
+# ---------------------------------------------------------------- reading (lakecleaner.dashboard)
+def _config():
+    from lakecleaner.config import ConfigError, load_config
+
+    try:
+        return load_config()
+    except (ConfigError, OSError) as exc:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, f"lakecleaner is not configured: {exc}") from None
+
+
+def _checked(table: str) -> str:
+    from lakecleaner.dashboard import valid_table_name
+
+    if not valid_table_name(table):
+        raise HTTPException(status.HTTP_400_BAD_REQUEST,
+                            "invalid table name: expected namespace.table, letters, digits and _ only")
+    return table
+
+
+def _recorded(read: Callable[[], Any]) -> Any:
+    """A view read from the records: a page out of bounds is a 400, an unreadable record a 503
+    saying which."""
+    from lakecleaner.dashboard import PageError
+
+    try:
+        return read()
+    except PageError as exc:
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, str(exc)) from None
+    except ValueError as exc:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, str(exc)) from None
+
+
+def _overview(page: int, size: int | None) -> dict:
+    from lakecleaner.dashboard import load_overview
+
+    return _recorded(lambda: load_overview(_config(), page, size))
+
+
+def _table_view(table: str, page: int, size: int | None) -> dict:
+    from lakecleaner.dashboard import UnknownTable, load_table
+
+    try:
+        return _recorded(lambda: load_table(_config(), _checked(table), page, size))
+    except UnknownTable as exc:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
+
+
+# Bounds and default sizes are lakecleaner.dashboard's (Page): out of bounds is a 400 naming them.
+PageNumber = Query(1, description="1-based page")
+PageSize = Query(None, description="items per page (default: the listing's)")
+
+
+def _path(request: Request, name: str, **params: str) -> str:
+    """An absolute path (no host) to one of this app's routes, under whatever prefix it is mounted."""
+    return request.url_for(name, **params).path
+
+
+def page_links(request: Request, page: dict) -> dict:
+    """first/previous/next/last links of a listing (None where there is none), keeping the size."""
+    def at(n: int | None) -> str | None:
+        if n is None:
+            return None
+        url = request.url.include_query_params(page=n, size=page["size"])
+        return f"{url.path}?{url.query}"
+
+    return {"page": page, "first": at(1) if page["page"] > 1 else None, "previous": at(page["previous"]),
+            "next": at(page["next"]), "last": at(page["pages"]) if page["page"] < page["pages"] else None}
+
+
+# ---------------------------------------------------------------- SVG charts (geometry here, markup in macros.html)
 COLORS = {"superseded": "#4c78a8", "tombstones": "#72b7b2", "quarantined": "#e45756", "read": "#4c78a8",
           "written": "#f58518", "duration": "#54a24b", "failed": "#e45756", "dirty": "#b279a2", "delay": "#f58518"}
 
@@ -139,20 +190,37 @@ def _nice_max(value: float) -> float:
     return 10 * exp
 
 
+@dataclass
+class Chart:
+    """A small bar (stacked) or line chart, as the shapes macros.html draws. Every data mark gets
+    class "mark" and a <title> tooltip."""
+    title: str
+    caption: str
+    labels: list[str]
+    width: int = 620
+    height: int = 210
+    left: int = 64
+    right: int = 606  # width - right margin
+    grid: list[dict] = field(default_factory=list)
+    rects: list[dict] = field(default_factory=list)
+    lines: list[dict] = field(default_factory=list)
+    points: list[dict] = field(default_factory=list)
+    thresholds: list[dict] = field(default_factory=list)
+    xlabels: list[dict] = field(default_factory=list)
+    legend: list[dict] = field(default_factory=list)
+
+
 def svg_chart(title: str, labels: Sequence[str], series: Sequence[dict], fmt: Callable[[float], str] = _num,
               stacked: bool = True, thresholds: Iterable[tuple[float, str]] = (), caption: str = "",
-              y_max: float | None = None, min_top: float = 4) -> str:
-    """A small bar (stacked) or line chart as inline SVG. ``series``: {name, values, color,
-    kind: "bar"|"line", colors: optional per-point colors}. Every data mark has class "mark" and a
-    <title> tooltip. The y axis starts at 0 and reaches at least ``min_top`` (a scale for empty data)."""
-    width, height, left, right, top, bottom = 620, 210, 64, 14, 30, 34
-    pw, ph = width - left - right, height - top - bottom
+              y_max: float | None = None, min_top: float = 4) -> Chart:
+    """``series``: {name, values, color, kind: "bar"|"line", colors: optional per-point colors}. The
+    y axis starts at 0 and reaches at least ``min_top`` (a scale for empty data)."""
+    chart = Chart(title, caption, list(labels))
+    top, bottom = 30, 34
+    pw, ph = chart.right - chart.left, chart.height - top - bottom
     n = len(labels)
-    figure = [f'<figure class="chart"><figcaption><b>{esc(title)}</b>'
-              + (f'<span class="caption">{esc(caption)}</span>' if caption else "") + "</figcaption>"]
     if n == 0:
-        figure.append('<p class="empty">No runs yet.</p></figure>')
-        return "".join(figure)
+        return chart
     bars = [s for s in series if s.get("kind", "bar") == "bar"]
     lines = [s for s in series if s.get("kind") == "line"]
     peak = 0.0
@@ -165,14 +233,11 @@ def svg_chart(title: str, labels: Sequence[str], series: Sequence[dict], fmt: Ca
     for value, _ in thresholds:
         peak = max(peak, value)
     top_value = y_max if y_max is not None else _nice_max(max(peak, min_top))
-    y = lambda v: top + ph - (min(v, top_value) / top_value) * ph  # noqa: E731
+    y = lambda v: round(top + ph - (min(v, top_value) / top_value) * ph, 1)  # noqa: E731
     band = pw / n
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="100%" role="img" '
-           f'aria-label="{esc(title)}">']
-    for k in range(5):  # grid and y labels
+    for k in range(5):
         v = top_value * k / 4
-        out.append(f'<line class="grid" x1="{left}" x2="{width - right}" y1="{y(v):.1f}" y2="{y(v):.1f}"/>'
-                   f'<text class="axis" x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{esc(fmt(v))}</text>')
+        chart.grid.append({"y": y(v), "label_y": round(y(v) + 4, 1), "label": fmt(v)})
     base = [0.0] * n
     bw = max(1.0, min(36.0, band * 0.7))
     each = bw if stacked or not bars else bw / len(bars)  # side by side when not stacked
@@ -181,44 +246,33 @@ def svg_chart(title: str, labels: Sequence[str], series: Sequence[dict], fmt: Ca
             if v is None:
                 continue
             lo = base[i] if stacked else 0.0
-            x = left + band * i + (band - bw) / 2 + (0 if stacked else k * each)
-            color = (s.get("colors") or [None] * n)[i] or s["color"]
+            x = chart.left + band * i + (band - bw) / 2 + (0 if stacked else k * each)
             y0, y1 = y(lo), y(lo + v)
-            out.append(f'<rect class="mark" data-series="{esc(s["name"])}" x="{x:.1f}" y="{y1:.1f}" width="{each:.1f}" '
-                       f'height="{max(0.0, y0 - y1):.1f}" fill="{color}"><title>{esc(labels[i])}: {esc(s["name"])} '
-                       f'{esc(fmt(v))}</title></rect>')
+            chart.rects.append({"series": s["name"], "x": round(x, 1), "y": y1, "w": round(each, 1),
+                                "h": round(max(0.0, y0 - y1), 1), "color": (s.get("colors") or [None] * n)[i] or s["color"],
+                                "title": f"{labels[i]}: {s['name']} {fmt(v)}"})
             if stacked:
                 base[i] += v
     for s in lines:
-        pts = [(left + band * i + band / 2, y(v), v, i) for i, v in enumerate(s["values"]) if v is not None]
+        pts = [(round(chart.left + band * i + band / 2, 1), y(v), v, i) for i, v in enumerate(s["values"]) if v is not None]
         if len(pts) > 1:
-            out.append(f'<polyline fill="none" stroke="{s["color"]}" stroke-width="2" points="'
-                       + " ".join(f"{px:.1f},{py:.1f}" for px, py, _, _ in pts) + '"/>')
-        for px, py, v, i in pts:
-            out.append(f'<circle class="mark" data-series="{esc(s["name"])}" cx="{px:.1f}" cy="{py:.1f}" r="3.5" '
-                       f'fill="{s["color"]}"><title>{esc(labels[i])}: {esc(s["name"])} {esc(fmt(v))}</title></circle>')
-    for value, label in thresholds:
-        out.append(f'<line class="threshold" x1="{left}" x2="{width - right}" y1="{y(value):.1f}" y2="{y(value):.1f}"/>'
-                   f'<text class="threshold-label" x="{width - right - 4}" y="{y(value) - 4:.1f}" '
-                   f'text-anchor="end">{esc(label)}</text>')
-    shown = sorted({0, n - 1} | ({n // 2} if n > 4 else set()))
-    for i in shown:  # x labels: first, middle, last run
+            chart.lines.append({"color": s["color"], "points": " ".join(f"{px},{py}" for px, py, _, _ in pts)})
+        chart.points += [{"series": s["name"], "x": px, "y": py, "color": s["color"],
+                          "title": f"{labels[i]}: {s['name']} {fmt(v)}"} for px, py, v, i in pts]
+    chart.thresholds = [{"y": y(value), "label_y": round(y(value) - 4, 1), "label": label} for value, label in thresholds]
+    for i in sorted({0, n - 1} | ({n // 2} if n > 4 else set())):  # x labels: first, middle, last run
         anchor = "start" if i == 0 and n > 1 else ("end" if i == n - 1 and n > 1 else "middle")
-        x = left + band * i + (band / 2 if anchor == "middle" else (band - bw) / 2 if anchor == "start"
-                                else band - (band - bw) / 2)
-        out.append(f'<text class="axis" x="{x:.1f}" y="{height - 12}" text-anchor="{anchor}">{esc(labels[i])}</text>')
-    lx = left
+        x = chart.left + band * i + (band / 2 if anchor == "middle" else (band - bw) / 2 if anchor == "start"
+                                     else band - (band - bw) / 2)
+        chart.xlabels.append({"x": round(x, 1), "anchor": anchor, "label": labels[i]})
+    lx = chart.left
     for s in series:  # legend
-        out.append(f'<rect x="{lx}" y="8" width="10" height="10" fill="{s["color"]}"/>'
-                   f'<text class="legend" x="{lx + 14}" y="17">{esc(s["name"])}</text>')
+        chart.legend.append({"x": lx, "color": s["color"], "name": s["name"]})
         lx += 22 + 7 * len(s["name"])
-    out.append("</svg>")
-    figure.append("".join(out))
-    figure.append("</figure>")
-    return "".join(figure)
+    return chart
 
 
-def table_charts(view: dict) -> str:
+def table_charts(view: dict) -> list[Chart]:
     runs = view["charted_runs"]
     labels = [(r["at"] or "")[5:19] for r in runs]  # MM-DD HH:MM:SS (UTC)
     failed = [COLORS["failed"] if r["status"] == "failed" else None for r in runs]
@@ -247,7 +301,8 @@ def table_charts(view: dict) -> str:
         fmt=_ratio, thresholds=thresholds, y_max=1.0,
         caption=(f"Dirty records the run took / records it read: a proxy for the dirty ratio before the run "
                  f"(the run also reads cleaned records of the keys it touches). After a committed run the part "
-                 f"it took is clean. Now, from metadata: dirty ratio {_ratio(view.get('dirty_ratio'))}.")))
+                 f"it took is clean. At the last evaluation, from metadata: dirty ratio "
+                 f"{_ratio(view.get('dirty_ratio'))}.")))
     vals = [v for v in reversed(view["validations"]) if v["delay_ms"] is not None]
     bound = view.get("max_compaction_lag_ms")
     charts.append(svg_chart(
@@ -258,177 +313,7 @@ def table_charts(view: dict) -> str:
         caption=("How long dirty data had waited beyond max.compaction.lag.ms"
                  + (f" ({_duration(bound)})" if bound is not None else " (no bound set)")
                  + "; 0 = within the bound (KIP-354 max-compaction-delay).")))
-    return "".join(charts)
-
-
-# ---------------------------------------------------------------- HTML
-CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:16px 20px;color:#1a202c;background:#fff}
-h1{font-size:1.4rem;margin:0 0 4px} h2{font-size:1.1rem;margin:24px 0 8px}
-a{color:#0069c2} .muted{color:#5f6b7a} .small{font-size:.85rem}
-table.data{border-collapse:collapse;width:100%;font-size:.9rem}
-table.data th,table.data td{border-bottom:1px solid #e2e8f0;padding:6px 8px;text-align:left;vertical-align:top;
-overflow-wrap:break-word} table.data td:first-child{white-space:nowrap} .scroll{overflow-x:auto}
-table.data td div.small,table.data td.small,table.data td pre{max-width:24em;overflow-wrap:anywhere}
-table.data th{background:#f7fafc;font-weight:600;white-space:nowrap}
-td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-.badge{display:inline-block;border-radius:10px;padding:1px 8px;font-size:.8rem;font-weight:600;white-space:nowrap}
-.b-eligible{background:#dbeafe;color:#1e40af} .b-not-eligible{background:#edf2f7;color:#4a5568}
-.b-invalid-config{background:#feebc8;color:#9c4221}
-.b-unreadable,.b-uncleanable,.b-failed,.b-invalid-checkpoint{background:#fed7d7;color:#9b2c2c}
-.b-committed,.b-passed{background:#c6f6d5;color:#22543d} .b-dry_run{background:#e9d8fd;color:#553c9a}
-.warn{background:#fff5f5;border:1px solid #feb2b2;border-radius:6px;padding:8px 12px;margin:10px 0}
-.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(420px,1fr));gap:12px}
-figure.chart{margin:0;border:1px solid #e2e8f0;border-radius:6px;padding:8px}
-figcaption b{display:block} .caption{display:block;color:#5f6b7a;font-size:.8rem;margin:2px 0 4px}
-svg .grid{stroke:#edf2f7} svg .axis,svg .legend{font-size:11px;fill:#5f6b7a}
-svg .threshold{stroke:#9b2c2c;stroke-dasharray:4 3} svg .threshold-label{font-size:10px;fill:#9b2c2c}
-.empty{color:#5f6b7a;font-style:italic} pre{white-space:pre-wrap;margin:2px 0;font-size:.8rem}
-.figures{display:flex;gap:24px;flex-wrap:wrap;margin:10px 0} .figures div{min-width:120px}
-.figures b{display:block;font-size:1.1rem}
-"""
-
-
-def page(title: str, body: str) -> HTMLResponse:
-    return HTMLResponse(f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{esc(title)}</title>"
-                        f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-                        f"<style>{CSS}</style></head><body>{body}</body></html>")
-
-
-def clip(text: str | None, n: int) -> str:
-    text = text or ""
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
-def badge(text: str | None, kind: str | None = None) -> str:
-    kind = (kind or text or "").replace(" ", "-")
-    return f'<span class="badge b-{esc(kind)}">{esc(text)}</span>'
-
-
-def _delay_cell(row: dict) -> str:
-    bound = row.get("max_compaction_lag_ms")
-    bound_text = "no bound" if bound is None else f"bound {_duration(bound)}"
-    delay = row.get("max_compaction_delay_ms") or 0
-    if delay:
-        return f'{badge(_duration(delay) + " past", "failed")}<div class="small muted">{esc(bound_text)}</div>'
-    return f'0 <span class="small muted">({esc(bound_text)})</span>'
-
-
-def _run_cell(run: dict | None) -> str:
-    if not run:
-        return '<span class="muted">never</span>'
-    text = badge(run["status"])
-    if run["status"] == "failed":
-        text += f'<div class="small">{esc(clip(run.get("error"), 160))}</div>'
-    else:
-        text += f' <span class="small">removed {_num(run["removed_total"])}</span>'
-    return text + f'<div class="small muted">{esc(run["at"])}</div>'
-
-
-def _quality_cell(q: dict | None, docs_href: str | None) -> str:
-    if not q:
-        return '<span class="muted">not validated</span>'
-    text = badge("passed") if q["success"] else badge(f"{len(q['failed'])} rule(s) failed", "failed")
-    if q["success"] and q["failed"]:
-        text += f' <span class="small">{len(q["failed"])} warning(s)</span>'
-    link = f' <a class="small" href="{esc(docs_href)}">Data Docs</a>' if docs_href else ""
-    return text + link + f'<div class="small muted">{esc(q["at"])}</div>'
-
-
-def _docs_link(request: Request, q: dict | None) -> str | None:
-    if not q:
-        return None
-    return _path(request, "docs", path=q.get("docs_page") or "index.html")
-
-
-def index_html(request: Request, rows: list[dict]) -> HTMLResponse:
-    lines = []
-    for r in rows:
-        href = _path(request, "table_page", table=r["table"])
-        state = (badge("uncleanable") + f'<div class="small">{r["consecutive_failures"]} failure(s) in a row</div>'
-                 if r["uncleanable"] else (f'<span class="small">{r["consecutive_failures"]} failure(s)</span>'
-                                           if r["consecutive_failures"] else '<span class="muted">ok</span>'))
-        min_ratio = r.get("min_cleanable_dirty_ratio")
-        lines.append(
-            f'<tr data-table="{esc(r["table"])}"><td><a href="{esc(href)}">{esc(r["table"])}</a></td>'
-            f'<td>{badge(r["status"])}<div class="small muted">{esc(clip(r["reason"], 140))}</div></td>'
-            f'<td>{esc(r["strategy"] or "–")}</td>'
-            f'<td class="num">{_ratio(r["dirty_ratio"])}'
-            + (f'<div class="small muted">min {min_ratio}</div>' if min_ratio is not None else "") + "</td>"
-            f'<td class="num">{_ratio(r["must_clean_ratio"])}</td>'
-            f'<td>{_delay_cell(r)}</td><td>{_run_cell(r["last_run"])}</td>'
-            f'<td>{_quality_cell(r["quality"], _docs_link(request, r["quality"]))}</td>'
-            f"<td>{state}</td></tr>")
-    table = _data_table("tables", ("Table", "Status", "Strategy", "Dirty ratio", "Must-clean ratio",
-                                    "Max compaction delay", "Last run", "Data quality", "Cleaner"),
-                        lines, "No compacted tables (cleanup.policy=compact) in the catalog.")
-    body = (f"<h1>Lake Cleaner</h1><p class=\"muted\">Every compacted Iceberg table: what the scheduler sees now "
-            f"(from metadata), the last run and the last data-quality validation. "
-            f"<a href=\"{esc(_path(request, 'docs', path='index.html'))}\">Data Docs</a> · "
-            f"<a href=\"{esc(_path(request, 'api_tables'))}\">JSON</a></p>{table}")
-    return page("Lake Cleaner", body)
-
-
-def _data_table(table_id: str, headers: tuple[str, ...], rows: list[str], empty: str) -> str:
-    """One scrollable data table, or the sentence saying there is nothing to show."""
-    if not rows:
-        return f'<p class="empty">{esc(empty)}</p>'
-    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
-    return (f'<div class="scroll"><table class="data" id="{table_id}"><thead><tr>{head}</tr></thead><tbody>'
-            + "".join(rows) + "</tbody></table></div>")
-
-
-def table_html(request: Request, v: dict) -> HTMLResponse:
-    docs = lambda p: _path(request, "docs", path=p)  # noqa: E731
-    warn = ""
-    if v["uncleanable"]:
-        warn = (f'<div class="warn"><b>Uncleanable</b> after {v["consecutive_failures"]} failed run(s) in a row; the '
-                f'scheduler skips this table until an operator clears it (<code>lakecleaner clear-uncleanable '
-                f'{esc(v["table"])}</code> or the DAG\'s <code>clear_uncleanable</code> param).'
-                f'<pre>{esc(v.get("last_error") or "")}</pre></div>')
-    elif v["status"] in ("invalid config", "invalid checkpoint", "unreadable"):
-        warn = f'<div class="warn"><b>{esc(v["status"])}</b><pre>{esc(v["reason"])}</pre></div>'
-    if v.get("physical_deletion"):
-        warn += f'<div class="warn"><b>Physical deletion bound</b><pre>{esc(v["physical_deletion"])}</pre></div>'
-    bound = v.get("max_compaction_lag_ms")
-    figures = (
-        f'<div class="figures"><div>Status<b>{badge(v["status"])}</b></div>'
-        f'<div>Strategy<b>{esc(v["strategy"] or "–")}</b></div>'
-        f'<div>Dirty ratio<b>{_ratio(v["dirty_ratio"])}</b>'
-        + (f'<span class="small muted">min.cleanable {esc(v["min_cleanable_dirty_ratio"])}</span>'
-           if v.get("min_cleanable_dirty_ratio") is not None else "") + "</div>"
-        f'<div>Must-clean ratio<b>{_ratio(v["must_clean_ratio"])}</b></div>'
-        f'<div>Max compaction delay<b>{_duration(v["max_compaction_delay_ms"] or 0)}</b><span class="small muted">'
-        f'{"no bound" if bound is None else "bound " + _duration(bound)}</span></div>'
-        f'<div>Runs recorded<b>{len(v["runs"])}</b></div></div>')
-    run_rows = [
-        f'<tr><td>{esc(r["at"])}</td><td>{badge(r["status"])}</td><td class="num">{_num(r["records_read"])}</td>'
-        f'<td class="num">{_num(r["records_kept"])}</td><td class="num">{_num(r["removed_superseded"])}</td>'
-        f'<td class="num">{_num(r["removed_expired_tombstones"])}</td><td class="num">{_num(r["quarantined"])}</td>'
-        f'<td class="num">{_bytes(r["bytes_read"])}</td><td class="num">{_bytes(r["bytes_written"])}</td>'
-        f'<td class="num">{_duration(r["duration_ms"])}</td><td class="small">{esc(r.get("error") or "")}</td></tr>'
-        for r in reversed(v["runs"][-50:])]
-    runs = _data_table("runs", ("Run (now)", "Outcome", "Read", "Kept", "Superseded", "Expired tombstones",
-                                 "Quarantined", "Bytes read", "Bytes written", "Duration", "Error"),
-                       run_rows, "No runs recorded.")
-    val_rows = []
-    for q in v["validations"]:
-        failed = "".join(f'<div><b>{esc(f["rule"])}</b> ({esc(f["severity"])}): {esc(f["description"])}'
-                         f'<pre>{esc(json.dumps(f["offending"], default=str))}</pre></div>' for f in q["failed"])
-        link = (f'<a href="{esc(docs(q["docs_page"]))}">validation</a>' if q["docs_page"]
-                else f'<a href="{esc(docs("index.html"))}">Data Docs</a>')
-        outcome = badge("passed") if q["success"] else badge("failed")
-        val_rows.append(f'<tr><td>{esc(q["at"])}</td><td>{esc(q["run_name"])}</td><td>{outcome}</td>'
-                        f'<td class="num">{q["rules"]}</td><td>{failed or "<span class=muted>none</span>"}</td>'
-                        f"<td>{link}</td></tr>")
-    validations = _data_table("validations", ("Validated at", "Run name", "Outcome", "Rules",
-                                              "Failed rules and offending rows", "Data Docs"),
-                              val_rows, "No validations kept for this table.")
-    body = (f'<p class="small"><a href="{esc(_path(request, "index"))}">← all tables</a></p>'
-            f'<h1>{esc(v["table"])}</h1><p class="muted small">{esc(v["reason"])}</p>{warn}{figures}'
-            f'<h2>Over time</h2><div class="charts">{table_charts(v)}</div>'
-            f'<h2>Runs</h2>{runs}<h2>Data quality</h2>{validations}')
-    return page(f"Lake Cleaner: {v['table']}", body)
+    return charts
 
 
 # ---------------------------------------------------------------- routes
@@ -438,42 +323,52 @@ async def _html_errors(request: Request, exc: StarletteHTTPException):
     if "text/html" not in request.headers.get("accept", "") or request.url.path.startswith(
             request.scope.get("root_path", "") + "/api/"):
         return await http_exception_handler(request, exc)
-    extra = ""
+    login = None
     if exc.status_code == status.HTTP_401_UNAUTHORIZED:
         try:
             from airflow.api_fastapi.app import get_auth_manager
 
             login = get_auth_manager().get_url_login(next_url=str(request.url))
-            extra = f'<p><a href="{esc(login)}" target="_top">Log in to Airflow</a></p>'
         except Exception:  # noqa: BLE001 - the page still says what is wrong
             pass
-    resp = page("Lake Cleaner", f"<h1>Lake Cleaner</h1><p>{exc.status_code}: {esc(exc.detail)}</p>{extra}")
-    resp.status_code = exc.status_code
-    return resp
+    return render(request, "message.html", exc.status_code, error={"code": exc.status_code, "detail": exc.detail},
+                  login=login, ti=None)
+
+
+def _docs_link(request: Request, q: dict | None) -> str | None:
+    if not q:
+        return None
+    return _path(request, "docs", path=q.get("docs_page") or "index.html")
 
 
 @app.get("/", response_class=HTMLResponse, name="index")
-def index(request: Request):
-    from lakecleaner.dashboard import load_overview
+def index(request: Request, page: int = PageNumber, size: int | None = PageSize):
+    from lakecleaner.dashboard import valid_table_name
 
-    return index_html(request, load_overview(_config()))
+    view = _overview(page, size)
+    for row in view["tables"]:  # a listed name the pages refuse (not an identifier) gets no link
+        row["href"] = _path(request, "table_page", table=row["table"]) if valid_table_name(row["table"]) else None
+        row["docs_href"] = _docs_link(request, row["quality"])
+    return render(request, "index.html", view=view, links=page_links(request, view["page"]),
+                  docs_href=_path(request, "docs", path="index.html"), json_href=_path(request, "api_tables"))
 
 
 @app.get("/tables/{table}", response_class=HTMLResponse, name="table_page")
-def table_page(request: Request, table: str):
-    return table_html(request, _table_view(table))
+def table_page(request: Request, table: str, page: int = PageNumber, size: int | None = PageSize):
+    view = _table_view(table, page, size)
+    return render(request, "table.html", v=view, charts=table_charts(view),
+                  links=page_links(request, view["runs_page"]), index_href=_path(request, "index"),
+                  docs_href=lambda p: _path(request, "docs", path=p))
 
 
 @app.get("/api/tables", name="api_tables")
-def api_tables():
-    from lakecleaner.dashboard import load_overview
-
-    return {"tables": load_overview(_config())}
+def api_tables(page: int = PageNumber, size: int | None = PageSize):
+    return _overview(page, size)
 
 
 @app.get("/api/tables/{table}", name="api_table")
-def api_table(table: str):
-    return _table_view(table)
+def api_table(table: str, page: int = PageNumber, size: int | None = PageSize):
+    return _table_view(table, page, size)
 
 
 # GX's Data Docs load scripts from CDNs (no subresource integrity). Served under Airflow's origin, a
@@ -510,22 +405,18 @@ def task_instance(request: Request, dag_id: str, run_id: str, task_id: str, map_
     """The task-instance tab: a lakecleaner application's rendered map index names its tables (one
     table: its page; several: a link to each)."""
     rendered = rendered_map_index(dag_id, run_id, task_id, map_index)
-    from lakecleaner.dashboard import known_table, valid_table_name
+    from lakecleaner.dashboard import evaluated_tables, valid_table_name
     from lakecleaner.scheduler import tables_of_label
 
     names, more = tables_of_label(rendered or "")
-    tables = [t for t in names if valid_table_name(t) and known_table(_config(), t)]
+    known = _recorded(lambda: {"tables": evaluated_tables(_config())})["tables"]
+    tables = [t for t in names if valid_table_name(t) and t in known]
     if len(names) == 1 and tables and not more:
         return RedirectResponse(_path(request, "table_page", table=tables[0]), status_code=status.HTTP_303_SEE_OTHER)
-    if tables:
-        items = "".join(f'<li><a href="{esc(_path(request, "table_page", table=t))}">{esc(t)}</a></li>' for t in tables)
-        rest = f"<p>and {more} more table(s): see <a href=\"{esc(_path(request, 'index'))}\">all tables</a>.</p>" if more else ""
-        return page("Lake Cleaner", f"<h1>Lake Cleaner</h1><p>Task {esc(task_id)} (map index {esc(map_index)}) of "
-                                    f"{esc(dag_id)} cleaned these tables, in this order:</p><ol>{items}</ol>{rest}")
-    return page("Lake Cleaner", f'<h1>Lake Cleaner</h1><p>Task {esc(task_id)} (map index {esc(map_index)}) of '
-                                f'{esc(dag_id)} is not a lakecleaner table job: its rendered map index '
-                                f'({esc(rendered) if rendered else "none"}) names no compacted table. '
-                                f'<a href="{esc(_path(request, "index"))}">All tables</a></p>')
+    return render(request, "message.html", error=None, login=None, ti={
+        "task_id": task_id, "map_index": map_index, "dag_id": dag_id, "rendered": rendered, "more": more,
+        "index_href": _path(request, "index"),
+        "tables": [{"name": t, "href": _path(request, "table_page", table=t)} for t in tables]})
 
 
 def rendered_map_index(dag_id: str, run_id: str, task_id: str, map_index: str) -> str | None:

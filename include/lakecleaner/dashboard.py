@@ -2,8 +2,9 @@
 FastAPI, no HTML here.
 
 The ``build_*`` functions are pure: they assemble the view model from what the package already
-records (``scheduler.evaluate_all``, ``history.read_history``, ``quality.list_results``,
-``state.StateStore``). The ``load_*`` functions read those sources for one request.
+records (the evaluate task's last evaluation, ``scheduler.last_evaluation``; ``history.read_history``,
+``quality.list_results``, ``state.StateStore``). The ``load_*`` functions read those records for one
+request, one page at a time: a request never evaluates a table nor reads a table's metadata.
 
 Figures and what they mean (the charts say the same in their captions):
 
@@ -19,8 +20,10 @@ Figures and what they mean (the charts say the same in their captions):
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -30,10 +33,53 @@ from .config import LONG_MAX, LakecleanerConfig
 TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}\.[A-Za-z_][A-Za-z0-9_]{0,127}")  # fullmatch: no trailing newline
 REMOVED = ("removed_superseded", "removed_expired_tombstones", "quarantined")
 FRESHNESS_RULE = "freshness (max.compaction.lag.ms)"
-INDEX_HISTORY_ROWS = 5000  # the index reads this many newest runs to find each table's last run
+INDEX_HISTORY_ROWS = 5000  # the index reads at most this many newest runs of its page's tables
 TABLE_HISTORY_ROWS = 200  # runs charted on a table's page
 TABLE_RESULTS = 50  # validations listed on a table's page
 INDEX_WINDOW_MS = 7 * 86_400_000  # the index shows each table's last run of the past week
+TABLES_PER_PAGE = 50  # index rows per page, unless the request asks for another size
+RUNS_PER_PAGE = 25  # run-history rows per page of a table's page
+MAX_PAGE_SIZE = 200
+
+
+class PageError(ValueError):
+    """A page number or size out of bounds."""
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a listing: 1-based ``number`` of ``size`` items out of ``total``. A number past
+    the last page is an empty page (the links lead back)."""
+    number: int
+    size: int
+    total: int
+
+    def __post_init__(self):
+        if self.number < 1 or not 1 <= self.size <= MAX_PAGE_SIZE:
+            raise PageError(f"page={self.number}, size={self.size}: page must be >= 1 and size 1..{MAX_PAGE_SIZE}")
+
+    @property
+    def pages(self) -> int:
+        return max(1, math.ceil(self.total / self.size))
+
+    @property
+    def offset(self) -> int:
+        return (self.number - 1) * self.size
+
+    def items(self, seq: list) -> list:
+        return seq[self.offset:self.offset + self.size]
+
+    @property
+    def previous(self) -> int | None:
+        return min(self.number - 1, self.pages) if self.number > 1 else None
+
+    @property
+    def next(self) -> int | None:
+        return self.number + 1 if self.number < self.pages else None
+
+    def as_dict(self) -> dict:
+        return {"page": self.number, "size": self.size, "total": self.total, "pages": self.pages,
+                "previous": self.previous, "next": self.next}
 
 
 def valid_table_name(name: str) -> bool:
@@ -149,24 +195,29 @@ def build_overview(evaluations: Iterable[Mapping[str, Any]], history: Iterable[M
 
 
 def build_table(ev: Mapping[str, Any], history: Iterable[Mapping[str, Any]], results: Iterable[Mapping[str, Any]],
-                state: Mapping[str, Any] | None, docs_pages: Mapping[str, str] | None = None) -> dict:
-    """A table's page: its index line, every run oldest first (what the charts draw), and its
-    validations newest first with their Data Docs pages (``docs_pages``: run_name -> page)."""
+                state: Mapping[str, Any] | None, docs_pages: Mapping[str, str] | None = None,
+                page: Page | None = None) -> dict:
+    """A table's page: its index line, one page of its runs newest first (``runs``, ``runs_page``),
+    the newest TABLE_HISTORY_ROWS runs oldest first without dry runs (what the charts draw), and its
+    validations newest first with their Data Docs pages (``docs_pages``: run_name -> page).
+    ``history`` newest first."""
     history, results = list(history), list(results)
+    page = page or Page(1, RUNS_PER_PAGE, len(history))
     docs_pages = docs_pages or {}
     row = build_row(ev, history[0] if history else None, results[0] if results else None, state)
-    runs = [run_point(r) for r in reversed(history)]
+    charted = [run_point(r) for r in reversed(history[:TABLE_HISTORY_ROWS])]
     return {
         **row,
         "evaluation": dict(ev),
         "state": dict(state or {}),
-        "runs": runs,
-        "charted_runs": [r for r in runs if not r["dry_run"] and r["status"] != "dry_run"],
+        "runs": [run_point(r) for r in page.items(history)],
+        "runs_page": page.as_dict(),
+        "charted_runs": [r for r in charted if not r["dry_run"] and r["status"] != "dry_run"],
         "validations": [validation_point(r, docs_pages.get(r.get("run_name"))) for r in results],
     }
 
 
-# ---------------------------------------------------------------- reading the sources (one request)
+# ---------------------------------------------------------------- reading the records (one request)
 def _states(cfg: LakecleanerConfig, tables: Iterable[str]) -> dict[str, dict]:
     from dataclasses import asdict
 
@@ -181,40 +232,43 @@ def _states(cfg: LakecleanerConfig, tables: Iterable[str]) -> dict[str, dict]:
     return out
 
 
-def load_overview(cfg: LakecleanerConfig, now_ms: int | None = None) -> list[dict]:
-    from .history import read_history
+def evaluated(rec) -> dict:
+    """When the figures shown were computed: the evaluate task's now and when it recorded them."""
+    if rec is None:
+        return {"now_ms": None, "at": None, "recorded_at": None}
+    return {"now_ms": rec.now_ms, "at": iso(rec.now_ms), "recorded_at": iso(rec.recorded_at_ms)}
+
+
+def _quality(cfg: LakecleanerConfig, tables: list[str], per_table: int) -> tuple[list[dict], dict[str, dict]]:
+    """The tables' newest validations and their Data Docs pages ([] without a local results directory)."""
     from .quality import docs_dir, list_results
-    from .scheduler import evaluate_all
 
-    evaluations = [e.as_dict() for e in evaluate_all(cfg, None, now_ms)]
-    now_ms = int(now_ms if now_ms is not None else time.time() * 1000)
-    history = read_history(cfg, None, limit=INDEX_HISTORY_ROWS, since_ms=now_ms - INDEX_WINDOW_MS)
-    tables = [e["table"] for e in evaluations]
     try:
-        results = list_results(cfg, per_table=1)
         root = docs_dir(cfg)
-        pages = {t: docs_pages(root, t) for t in tables if valid_table_name(t)}
+        results = [r for t in tables for r in list_results(cfg, t, per_table=per_table)]
     except ValueError:  # quality results need a local directory; none configured
-        results, pages = [], {}
-    return build_overview(evaluations, history, results, _states(cfg, tables), pages)
+        return [], {}
+    return results, {t: docs_pages(root, t) for t in tables if valid_table_name(t)}
 
 
-def known_table(cfg: LakecleanerConfig, table: str) -> bool:
-    """A compacted table of the catalog (what the index lists), by metadata alone."""
-    from .config import is_compacted
-    from .metadata import MetadataReader
+def load_overview(cfg: LakecleanerConfig, page: int = 1, size: int | None = None,
+                  now_ms: int | None = None) -> dict:
+    """One page of the index, from the last recorded evaluation: records are read for that page's
+    tables only."""
+    from .history import read_history
+    from .scheduler import last_evaluation
 
-    if not valid_table_name(table):
-        return False
-    if table.endswith(cfg.cleaner.quarantine_suffix) or table.split(".")[0] == cfg.cleaner.meta_namespace:
-        return False
-    reader = MetadataReader(cfg)
-    if table not in reader.list_tables():
-        return False
-    try:
-        return is_compacted(reader.read(table).properties)
-    except Exception:  # noqa: BLE001 - listed but unreadable: still a table to show (status "unreadable")
-        return True
+    rec = last_evaluation(cfg)
+    rows = list(rec.tables) if rec else []
+    pg = Page(page, TABLES_PER_PAGE if size is None else size, len(rows))
+    shown = pg.items(rows)
+    tables = [e["table"] for e in shown]
+    now_ms = int(now_ms if now_ms is not None else time.time() * 1000)
+    history = read_history(cfg, None, limit=INDEX_HISTORY_ROWS, tables=tables,
+                           since_ms=now_ms - INDEX_WINDOW_MS) if tables else []
+    results, pages = _quality(cfg, tables, 1)
+    return {"evaluation": evaluated(rec), "page": pg.as_dict(),
+            "tables": build_overview(shown, history, results, _states(cfg, tables), pages)}
 
 
 def docs_pages(docs_root: Path, table: str) -> dict[str, str]:
@@ -232,21 +286,33 @@ def docs_pages(docs_root: Path, table: str) -> dict[str, str]:
     return out
 
 
-def load_table(cfg: LakecleanerConfig, table: str, now_ms: int | None = None) -> dict | None:
-    """The table's page, or None if ``table`` is not a compacted table of the catalog."""
-    from .history import read_history
-    from .quality import docs_dir, list_results
-    from .scheduler import evaluate_all
+class UnknownTable(LookupError):
+    """Not a compacted table of the last recorded evaluation; the message says which and when."""
 
-    if not known_table(cfg, table):
-        return None
+
+def load_table(cfg: LakecleanerConfig, table: str, page: int = 1, size: int | None = None,
+               now_ms: int | None = None) -> dict:
+    """A table's page from its row of the last recorded evaluation and its recorded runs (within
+    cleaner.own_files_retention_days, one page listed). Raises UnknownTable."""
+    from .history import read_history
+    from .scheduler import last_evaluation
+
+    rec = last_evaluation(cfg)
+    ev = rec.row(table) if rec else None
+    if ev is None:
+        when = f"the last evaluation ({iso(rec.now_ms)})" if rec else "any evaluation: none is recorded yet"
+        raise UnknownTable(f"unknown table {table}: not a compacted table of {when}")
     now_ms = int(now_ms if now_ms is not None else time.time() * 1000)
-    ev = evaluate_all(cfg, [table], now_ms)[0].as_dict()
-    history = read_history(cfg, table, limit=TABLE_HISTORY_ROWS,
-                           since_ms=now_ms - cfg.cleaner.own_files_retention_days * 86_400_000)
-    try:
-        results = list_results(cfg, table, per_table=TABLE_RESULTS)
-        pages = docs_pages(docs_dir(cfg), table)
-    except ValueError:  # quality results need a local directory; none configured
-        results, pages = [], {}
-    return build_table(ev, history, results, _states(cfg, [table])[table], pages)
+    history = read_history(cfg, table, limit=None, since_ms=now_ms - cfg.cleaner.own_files_retention_days * 86_400_000)
+    pg = Page(page, RUNS_PER_PAGE if size is None else size, len(history))
+    results, pages = _quality(cfg, [table], TABLE_RESULTS)
+    return {**build_table(ev, history, results, _states(cfg, [table])[table], pages.get(table), pg),
+            "evaluated": evaluated(rec)}
+
+
+def evaluated_tables(cfg: LakecleanerConfig) -> set[str]:
+    """The compacted tables of the last recorded evaluation (what the index lists)."""
+    from .scheduler import last_evaluation
+
+    rec = last_evaluation(cfg)
+    return {r["table"] for r in rec.tables} if rec else set()

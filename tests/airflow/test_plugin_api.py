@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import http.client
 import urllib.parse
+from pathlib import Path
 
 import httpx
 import jwt
@@ -107,16 +108,20 @@ def test_fastapi_docs_of_the_plugin_app_are_not_exposed(client, anonymous):
 
 # ---------------------------------------------------------------- what is shown
 def test_index_shows_every_compacted_table_as_the_package_recorded_it(client, cfg):
+    from lakecleaner.dashboard import iso
     from lakecleaner.history import read_history
     from lakecleaner.quality import list_results
-    from lakecleaner.scheduler import evaluate_all
+    from lakecleaner.scheduler import last_evaluation
 
-    rows = {r["table"]: r for r in client.get("/lakecleaner/api/tables").json()["tables"]}
+    body = client.get("/lakecleaner/api/tables").json()
+    rows = {r["table"]: r for r in body["tables"]}
     assert sorted(rows) == sorted(TABLES)  # the quarantine and run-history tables are not compacted tables
-    evaluations = {e.table: e for e in evaluate_all(cfg)}
+    recorded = last_evaluation(cfg)  # what the evaluate task recorded (tests/ui_lake.py), not re-evaluated
+    assert body["evaluation"]["now_ms"] == recorded.now_ms and body["evaluation"]["at"] == iso(recorded.now_ms)
+    assert body["page"] == {"page": 1, "size": 50, "total": 4, "pages": 1, "previous": None, "next": None}
     for table, row in rows.items():
-        assert row["status"] == evaluations[table].status
-        assert row["strategy"] == evaluations[table].strategy
+        assert row["status"] == recorded.row(table)["status"]
+        assert row["strategy"] == recorded.row(table)["strategy"]
         history, results = read_history(cfg, table), list_results(cfg, table)
         assert (row["last_run"] or {}).get("run_id") == (history[0]["run_id"] if history else None)
         assert (row["quality"] or {}).get("run_name") == (results[0]["run_name"] if results else None)
@@ -138,7 +143,8 @@ def test_index_page_links_every_table_and_escapes_what_it_shows(client):
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     for table in TABLES:
         assert f'href="/lakecleaner/tables/{table}"' in page.text
-    assert "compaction.strategy=&#x27;bogus&#x27;" in page.text  # the reason, HTML-escaped
+    assert "compaction.strategy=&#39;bogus&#39;" in page.text  # the reason, HTML-escaped
+    assert 'id="evaluated">Evaluated as of ' in page.text  # when the figures shown were computed
     assert page.text.count('class="badge b-uncleanable"') >= 1
 
 
@@ -147,9 +153,11 @@ def test_table_page_charts_runs_and_links_validations_into_data_docs(client, cfg
 
     view = client.get(f"/lakecleaner/api/tables/{ORDERS}").json()
     history = read_history(cfg, ORDERS)
-    assert [r["run_id"] for r in view["runs"]] == [r["run_id"] for r in reversed(history)]  # oldest first
-    assert [r["removed_superseded"] for r in view["runs"]] == [r["removed_superseded"] for r in reversed(history)]
+    assert [r["run_id"] for r in view["runs"]] == [r["run_id"] for r in history]  # the listed page: newest first
+    assert [r["run_id"] for r in view["charted_runs"]] == [r["run_id"] for r in reversed(history)]  # oldest first
+    assert [r["removed_superseded"] for r in view["charted_runs"]] == [r["removed_superseded"] for r in reversed(history)]
     assert all(0 < r["dirty_share_read"] <= 1 for r in view["runs"])
+    assert view["runs_page"]["total"] == 3 and view["evaluated"]["at"]
     assert [v["run_name"] for v in view["validations"]] == ["orders-run-3", "orders-run-2", "orders-run-1"]
     for v in view["validations"]:
         assert v["docs_page"].startswith(f"validations/shop/orders/{v['run_name']}/")
@@ -159,7 +167,7 @@ def test_table_page_charts_runs_and_links_validations_into_data_docs(client, cfg
         assert csp.startswith("sandbox allow-scripts") and "allow-same-origin" not in csp
 
     prices = client.get(f"/lakecleaner/api/tables/{PRICES}").json()
-    assert [r["status"] for r in prices["runs"]] == ["committed", "dry_run", "committed"]
+    assert [r["status"] for r in prices["runs"]] == ["committed", "dry_run", "committed"]  # newest first
     assert len(prices["charted_runs"]) == 2  # dry runs are listed, not charted
     assert prices["validations"][0]["delay_ms"] > 0
 
@@ -184,6 +192,42 @@ def test_unknown_tables_are_404_and_malformed_names_400(client):
         assert resp.status_code in (400, 404) and "runs" not in resp.json(), (table, resp.status_code, resp.text)
     html_404 = client.get("/lakecleaner/tables/shop.nope", headers={"Accept": "text/html"})
     assert html_404.status_code == 404 and "unknown table shop.nope" in html_404.text
+
+
+def test_the_table_list_and_run_history_are_paginated_with_links(client):
+    ordered = sorted(TABLES)
+    seen = []
+    for number in range(1, len(ordered) + 1):  # size 1: one table per page, each once, in name order
+        body = client.get("/lakecleaner/api/tables", params={"page": number, "size": 1}).json()
+        assert body["page"] == {"page": number, "size": 1, "total": 4, "pages": 4,
+                                "previous": number - 1 or None, "next": number + 1 if number < 4 else None}
+        seen += [r["table"] for r in body["tables"]]
+    assert seen == ordered
+    assert client.get("/lakecleaner/api/tables", params={"page": 2, "size": 3}).json()["tables"][0]["table"] == ordered[3]
+    past = client.get("/lakecleaner/api/tables", params={"page": 5, "size": 1}).json()
+    assert past["tables"] == [] and past["page"]["previous"] == 4
+    for params in ({"page": 0}, {"page": -1}, {"size": 0}, {"size": 201}):
+        resp = client.get("/lakecleaner/api/tables", params=params)
+        assert resp.status_code == 400 and "page must be >= 1 and size 1..200" in resp.json()["detail"], params
+    assert client.get("/lakecleaner/api/tables", params={"size": 200}).status_code == 200
+
+    page = client.get("/lakecleaner/", params={"page": 2, "size": 1}).text
+    assert page.count("<tr data-table=") == 1 and f'data-table="{ordered[1]}"' in page
+    assert 'rel="prev" href="/lakecleaner/?page=1&amp;size=1"' in page
+    assert 'rel="next" href="/lakecleaner/?page=3&amp;size=1"' in page and "page 2 of 4 (4 tables)" in page
+    assert 'rel="last" href="/lakecleaner/?page=4&amp;size=1"' in page
+    last = client.get("/lakecleaner/", params={"page": 4, "size": 1}).text
+    assert 'rel="next"' not in last and 'rel="prev" href="/lakecleaner/?page=3&amp;size=1"' in last
+    assert 'rel="next"' not in client.get("/lakecleaner/").text  # one page: no pager at all
+
+    runs = [client.get(f"/lakecleaner/api/tables/{ORDERS}", params={"page": n, "size": 2}).json() for n in (1, 2)]
+    assert [len(v["runs"]) for v in runs] == [2, 1] and runs[1]["runs_page"]["next"] is None
+    assert len({r["run_id"] for v in runs for r in v["runs"]}) == 3
+    assert all(len(v["charted_runs"]) == 3 for v in runs)  # the charts do not depend on the listed page
+    html_runs = client.get(f"/lakecleaner/tables/{ORDERS}", params={"page": 1, "size": 2}).text
+    assert html_runs.count("<tr data-run=") == 2 and "page 1 of 2 (3 runs)" in html_runs
+    assert f'rel="next" href="/lakecleaner/tables/{ORDERS}?page=2&amp;size=2"' in html_runs
+    assert client.get(f"/lakecleaner/api/tables/{ORDERS}", params={"size": 500}).status_code == 400
 
 
 def test_data_docs_never_serve_a_file_outside_their_directory(api_server, token, cfg):
@@ -243,39 +287,11 @@ def test_task_instance_view_leads_from_a_mapped_job_to_its_table(api_server, cli
 def test_authorization_is_asked_of_the_auth_manager_for_the_lakecleaner_dag(ui_lake, monkeypatch):
     """The plugin's app alone, with Airflow's auth manager replaced: an authenticated user the auth
     manager does not allow to read the lakecleaner DAG's runs gets 403 on every route."""
-    import importlib.util
-    from pathlib import Path
-
     from fastapi.testclient import TestClient
 
-    from airflow.api_fastapi.app import _AuthManagerState
     from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
-    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
-    from airflow.models.dag import DagModel
 
-    spec = importlib.util.spec_from_file_location(
-        "lakecleaner_plugin_under_test", Path(__file__).resolve().parents[2] / "plugins" / "lakecleaner_plugin.py")
-    plugin = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(plugin)
-
-    asked = []
-
-    class AuthManager:
-        allow = False
-
-        async def get_user_from_token(self, token):
-            if token != "good":
-                raise jwt.InvalidTokenError("bad")
-            return SimpleAuthManagerUser(username="someone", role="viewer")
-
-        def is_authorized_dag(self, *, method, user, access_entity=None, details=None):
-            asked.append((method, access_entity, details.id, user.username))
-            return self.allow
-
-    manager = AuthManager()
-    monkeypatch.setattr(_AuthManagerState, "instance", manager)
-    monkeypatch.setattr(DagModel, "get_team_name", staticmethod(lambda dag_id, **_: None))  # no metadata DB here
-    monkeypatch.setenv("LAKECLEANER_CONFIG", str(ui_lake))
+    plugin, manager, asked = _plugin_in_process(monkeypatch, ui_lake)
     routes = ["/", f"/tables/{ORDERS}", "/api/tables", f"/api/tables/{ORDERS}", "/docs/index.html"]
     with TestClient(plugin.app) as client:
         for route in routes:
@@ -286,3 +302,109 @@ def test_authorization_is_asked_of_the_auth_manager_for_the_lakecleaner_dag(ui_l
         manager.allow = True
         for route in routes:
             assert client.get(route, headers={"Authorization": "Bearer good"}).status_code == 200, route
+
+
+def _plugin_in_process(monkeypatch, config, allow: bool = False):
+    """The plugin's app loaded in this process with Airflow's auth manager replaced by one that
+    knows the token "good" and answers ``allow`` (the ``manager.allow`` attribute can change it)."""
+    import importlib.util
+    import sys
+
+    from airflow.api_fastapi.app import _AuthManagerState
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+    from airflow.models.dag import DagModel
+
+    spec = importlib.util.spec_from_file_location(
+        "lakecleaner_plugin_under_test", Path(__file__).resolve().parents[2] / "plugins" / "lakecleaner_plugin.py")
+    plugin = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, plugin)  # as Airflow's plugin loader registers it
+    spec.loader.exec_module(plugin)
+    asked = []
+
+    class AuthManager:
+        async def get_user_from_token(self, token):
+            if token != "good":
+                raise jwt.InvalidTokenError("bad")
+            return SimpleAuthManagerUser(username="someone", role="viewer")
+
+        def is_authorized_dag(self, *, method, user, access_entity=None, details=None):
+            asked.append((method, access_entity, details.id, user.username))
+            return self.allow
+
+    manager = AuthManager()
+    manager.allow = allow
+    monkeypatch.setattr(_AuthManagerState, "instance", manager)
+    monkeypatch.setattr(DagModel, "get_team_name", staticmethod(lambda dag_id, **_: None))  # no metadata DB here
+    monkeypatch.setenv("LAKECLEANER_CONFIG", str(config))
+    return plugin, manager, asked
+
+
+@pytest.fixture
+def lake_copy(ui_lake, tmp_path):
+    """A copy of the UI lake (warehouse, run history, cleaner state, validations) under its own
+    config, for tests that break it."""
+    import shutil
+
+    base = ui_lake.parent
+    shutil.copytree(base / "warehouse", tmp_path / "warehouse", symlinks=True)
+    config = tmp_path / "lakecleaner.yaml"
+    config.write_text(ui_lake.read_text().replace(str(base / "warehouse"), str(tmp_path / "warehouse")))
+    return config
+
+
+@pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
+def test_pages_present_the_recorded_evaluation_and_never_read_table_metadata(lake_copy, monkeypatch):
+    """shop.orders' metadata is made unreadable after the evaluation was recorded: a request that
+    evaluated would show it "unreadable" (or fail); the pages show what the evaluate task recorded."""
+    from fastapi.testclient import TestClient
+
+    from lakecleaner.config import load_config
+    from lakecleaner.dashboard import iso
+    from lakecleaner.metadata import MetadataReader
+    from lakecleaner.scheduler import last_evaluation
+
+    cfg = load_config(lake_copy)
+    recorded = last_evaluation(cfg)
+    metadata = Path(cfg.catalog.warehouse) / "shop" / "orders" / "metadata"
+    for f in metadata.iterdir():
+        f.unlink()
+    with pytest.raises(FileNotFoundError):
+        MetadataReader(cfg).read(ORDERS)  # unreadable now
+    plugin, _, _ = _plugin_in_process(monkeypatch, lake_copy, allow=True)
+    good = {"Authorization": "Bearer good"}
+    with TestClient(plugin.app) as client:
+        rows = {r["table"]: r for r in client.get("/api/tables", headers=good).json()["tables"]}
+        assert rows[ORDERS]["status"] == recorded.row(ORDERS)["status"] == "eligible"
+        assert rows[ORDERS]["dirty_ratio"] == recorded.row(ORDERS)["dirty_ratio"] > 0
+        view = client.get(f"/api/tables/{ORDERS}", headers=good).json()
+        assert view["status"] == "eligible" and len(view["runs"]) == 3 and view["evaluated"]["at"] == iso(recorded.now_ms)
+        page = client.get(f"/tables/{ORDERS}", headers=good)
+        assert page.status_code == 200 and f"Evaluated as of {iso(recorded.now_ms)}" in page.text
+        assert client.get("/", headers=good).status_code == 200
+
+
+@pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
+def test_names_and_reasons_with_html_characters_are_escaped(lake_copy, monkeypatch):
+    """A catalog may hold a table whose name is not an identifier (Spark quotes it): the index lists
+    it, escaped, without a link (its page would refuse the name), and nothing it carries becomes markup."""
+    from fastapi.testclient import TestClient
+
+    from lakecleaner.config import load_config
+    from lakecleaner.evaluate import Evaluation
+    from lakecleaner.scheduler import record_evaluation
+
+    hostile = 'shop.<script>alert("x")</script>'
+    reason = "table x: <img src=x onerror=alert(1)> & 'quoted'"
+    record_evaluation(load_config(lake_copy), [Evaluation(hostile, "unreadable", reason),
+                                               Evaluation(ORDERS, "eligible", reason, strategy="<b>offset</b>")], 1)
+    plugin, _, _ = _plugin_in_process(monkeypatch, lake_copy, allow=True)
+    good = {"Authorization": "Bearer good"}
+    with TestClient(plugin.app) as client:
+        index = client.get("/", headers=good).text
+        table = client.get(f"/tables/{ORDERS}", headers=good).text
+    for text in (index, table):
+        assert "<script>" not in text and "<img" not in text and "<b>offset</b>" not in text
+        assert "&lt;img src=x onerror=alert(1)&gt; &amp; &#39;quoted&#39;" in text
+        assert "&lt;b&gt;offset&lt;/b&gt;" in text
+    assert 'data-table="shop.&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;"' in index
+    assert "<td>shop.&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;</td>" in index  # listed, not linked

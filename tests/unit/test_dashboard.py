@@ -1,7 +1,9 @@
 """The Lake Cleaner UI's view model (lakecleaner.dashboard) on hand-made inputs: no Spark, no Airflow."""
+import pytest
+
 from lakecleaner.config import LONG_MAX
-from lakecleaner.dashboard import (FRESHNESS_RULE, build_overview, build_table, docs_pages, run_point,
-                                   valid_table_name, validation_point)
+from lakecleaner.dashboard import (FRESHNESS_RULE, MAX_PAGE_SIZE, TABLE_HISTORY_ROWS, Page, PageError, build_overview,
+                                   build_table, docs_pages, run_point, valid_table_name, validation_point)
 
 
 def _ev(table, **kw):
@@ -60,9 +62,36 @@ def test_overview_takes_each_tables_newest_run_and_validation():
 def test_table_view_charts_runs_oldest_first_without_dry_runs():
     history = [_run("t.a", "r3", 3), _run("t.a", "r2", 2, status="dry_run", dry_run=True), _run("t.a", "r1", 1)]
     view = build_table(_ev("t.a"), history, [], {}, {})
-    assert [r["run_id"] for r in view["runs"]] == ["r1", "r2", "r3"]
+    assert [r["run_id"] for r in view["runs"]] == ["r3", "r2", "r1"]  # the listed page: newest first
     assert [r["run_id"] for r in view["charted_runs"]] == ["r1", "r3"]
     assert view["last_run"]["run_id"] == "r3" and view["validations"] == []
+
+
+def test_table_view_lists_one_page_of_runs_and_charts_the_newest():
+    history = [_run("t.a", f"r{i}", i) for i in range(TABLE_HISTORY_ROWS + 10, 0, -1)]  # newest first
+    view = build_table(_ev("t.a"), history, [], {}, {}, Page(2, 4, len(history)))
+    assert [r["run_id"] for r in view["runs"]] == [f"r{i}" for i in range(TABLE_HISTORY_ROWS + 6, TABLE_HISTORY_ROWS + 2, -1)]
+    assert view["runs_page"] == {"page": 2, "size": 4, "total": TABLE_HISTORY_ROWS + 10, "pages": 53,
+                                 "previous": 1, "next": 3}
+    assert len(view["charted_runs"]) == TABLE_HISTORY_ROWS and view["charted_runs"][-1]["run_id"] == history[0]["run_id"]
+    assert view["last_run"]["run_id"] == history[0]["run_id"]  # whichever page is listed
+
+
+def test_pages_cover_every_item_once_and_say_where_they_lead():
+    items = list(range(7))
+    pages = [Page(n, 3, len(items)) for n in (1, 2, 3)]
+    assert [p.items(items) for p in pages] == [[0, 1, 2], [3, 4, 5], [6]]
+    assert [(p.previous, p.next, p.pages) for p in pages] == [(None, 2, 3), (1, 3, 3), (2, None, 3)]
+    exact = Page(2, 3, 6)  # the last page is full: no next
+    assert exact.items(items[:6]) == [3, 4, 5] and exact.next is None and exact.pages == 2
+    past = Page(9, 3, len(items))  # past the end: empty, and its previous link leads to the last page
+    assert past.items(items) == [] and past.previous == 3 and past.next is None
+    empty = Page(1, 50, 0)
+    assert empty.items([]) == [] and empty.pages == 1 and (empty.previous, empty.next) == (None, None)
+    assert Page(1, MAX_PAGE_SIZE, 1).size == MAX_PAGE_SIZE
+    for number, size in ((0, 3), (-1, 3), (1, 0), (1, MAX_PAGE_SIZE + 1)):
+        with pytest.raises(PageError, match=f"page={number}, size={size}"):
+            Page(number, size, 7)
 
 
 def test_docs_pages_finds_the_newest_validation_page_per_run(tmp_path):
@@ -73,3 +102,51 @@ def test_docs_pages_finds_the_newest_validation_page_per_run(tmp_path):
     assert docs_pages(tmp_path, "t.a") == {"v1": "validations/t/a/v1/20260102T000000Z/batch.html",
                                            "v2": "validations/t/a/v2/20260103T000000Z/batch.html"}
     assert docs_pages(tmp_path, "t.none") == {}
+
+
+def _cfg(tmp_path):
+    from lakecleaner.config import CatalogConfig, LakecleanerConfig
+
+    return LakecleanerConfig(catalog=CatalogConfig(name="lake", type="hadoop", warehouse=str(tmp_path / "warehouse")))
+
+
+def _evaluation(table, **kw):
+    from lakecleaner.evaluate import Evaluation
+
+    return Evaluation(table, kw.pop("status", "eligible"), kw.pop("reason", "dirty"), strategy="offset", **kw)
+
+
+def test_pages_present_the_recorded_evaluation_without_reading_any_table(tmp_path):
+    """No table of this evaluation exists in the (empty) warehouse: the pages still show what the
+    evaluate task recorded, and say when it was evaluated."""
+    from lakecleaner.dashboard import UnknownTable, load_overview, load_table
+    from lakecleaner.scheduler import record_evaluation
+
+    cfg = _cfg(tmp_path)
+    assert load_overview(cfg)["tables"] == [] and load_overview(cfg)["evaluation"]["at"] is None
+    with pytest.raises(UnknownTable, match="unknown table t.a: .*none is recorded yet"):
+        load_table(cfg, "t.a")
+    record_evaluation(cfg, [_evaluation(f"t.n{i}", dirty_ratio=i / 10) for i in range(5)], now_ms=86_400_000)
+    first = load_overview(cfg, page=1, size=2)
+    assert [r["table"] for r in first["tables"]] == ["t.n0", "t.n1"]
+    assert first["page"] == {"page": 1, "size": 2, "total": 5, "pages": 3, "previous": None, "next": 2}
+    assert first["evaluation"]["at"] == "1970-01-02 00:00:00 UTC"
+    assert [r["table"] for r in load_overview(cfg, page=3, size=2)["tables"]] == ["t.n4"]
+    assert load_overview(cfg, page=4, size=2)["tables"] == []
+    view = load_table(cfg, "t.n3")
+    assert view["status"] == "eligible" and view["dirty_ratio"] == 0.3 and view["runs"] == []
+    assert view["evaluated"]["now_ms"] == 86_400_000
+    with pytest.raises(UnknownTable, match=r"unknown table t.other: not a compacted table of the last evaluation "
+                                           r"\(1970-01-02 00:00:00 UTC\)"):
+        load_table(cfg, "t.other")
+
+
+def test_a_recorded_evaluation_this_cleaner_did_not_write_is_an_error_naming_it(tmp_path):
+    from lakecleaner.dashboard import load_overview
+    from lakecleaner.scheduler import EVALUATION_DOCUMENT
+    from lakecleaner.state import write_document
+
+    cfg = _cfg(tmp_path)
+    write_document(cfg, EVALUATION_DOCUMENT, {"now_ms": 1, "tables": [{"status": "eligible"}]})
+    with pytest.raises(ValueError, match=f"recorded evaluation .*{EVALUATION_DOCUMENT} is not one this cleaner wrote"):
+        load_overview(cfg)
