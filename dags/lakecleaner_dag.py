@@ -7,6 +7,7 @@ Wiring only. Nothing here reads the config, the warehouse or the Iceberg jar at 
 (planning, packing, the summary) and ``lakecleaner.batch`` (the application).
 
     evaluate ──> clean (mapped: one spark-submit of jobs/clean.py per application, pool "lakecleaner") ──> summary
+                                                                                                    └─> announce
 
 - The run's "now" is its data interval end (a backfill re-applies the policy as of each interval;
   a manual run without an interval uses its logical date, else run_after).
@@ -16,9 +17,13 @@ Wiring only. Nothing here reads the config, the warehouse or the Iceberg jar at 
   application starts no new table once ``cleaner.application_budget_s`` (or the interval) is spent:
   the rest are left, still ranked, to the next run.
 - A failing table ends only its own chain: the application records it (run history, failure
-  count, the Nth in a row marks it uncleanable: ``cleaner.uncleanable_after_failures``; the alert
-  hook ``scheduler.alert``) and goes on; its task then fails, and ``summary`` (all_done) fails the
-  run, naming every failed table. Each table has its own delimited section in the task log.
+  count, the Nth in a row marks it uncleanable: ``cleaner.uncleanable_after_failures``) and goes
+  on; its task then fails, and ``summary`` (all_done) fails the run, naming every failed table.
+  Each table has its own delimited section in the task log.
+- Observability: ``evaluate`` and ``summary`` send Kafka's cleaner metrics through Airflow's Stats
+  (``lakecleaner.metrics``); ``summary`` sends the run's alerts through the YAML's notifiers
+  (``lakecleaner.notify``); ``announce`` (all_done, beside summary) adds an asset event per compacted table
+  through the alias ``lakecleaner-compacted`` (``lakecleaner.assets``).
 - An application that dies (killed, out of memory) fails its task; its failure callback counts
   the table it was cleaning, as the application would have.
 - Environment: ``LAKECLEANER_CONFIG`` (the YAML), ``LAKECLEANER_SCHEDULE`` (cron, default every 15
@@ -35,14 +40,14 @@ import tempfile
 from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import Param, TriggerRule, dag, task
+from airflow.sdk import AssetAlias, Param, TriggerRule, dag, task
 from airflow.sdk.exceptions import AirflowFailException
 
-from lakecleaner import scheduler
-from lakecleaner.cli import jobs_dir
+from lakecleaner import assets, metrics, notify, scheduler
 from lakecleaner.config import load_config
 from lakecleaner.housekeeping import prune_documents
 from lakecleaner.state import read_document
+from lakecleaner.submit import jobs_dir, operator_options
 
 log = logging.getLogger("lakecleaner")
 
@@ -105,10 +110,31 @@ def _package_dir() -> Path:
                          description="compute every figure, commit nothing, skip maintenance"),
         "clear_uncleanable": Param([], type="array", items={"type": "string"}, title="Clear uncleanable",
                                    description="tables an operator has fixed: clear their uncleanable mark first"),
+        "forget": Param([], type="array", items={"type": "object"}, title="Forget (erasure on request)",
+                        description='[{"table": "ns.t", "keys": ["tenant=7,id=42"]}]: erased before the tables '
+                                    "are evaluated and cleaned (lakecleaner.forget)"),
     },
 )
 def lakecleaner():
     @task
+    def forget_requests(params=None, **context) -> list[dict]:
+        """The `forget` param as one Spark application (none: the mapped `forget` is skipped). It runs
+        before `evaluate`, so within a run erasures and compactions never overlap."""
+        import json
+
+        if not params["forget"]:
+            return []
+        cfg = load_config()
+        start, end = context.get("data_interval_start"), context.get("data_interval_end")
+        interval_ms = int((end - start).total_seconds() * 1000) if start and end and end > start else 15 * 60_000
+        return [{"name": "forget", **operator_options(cfg, _package_dir()), "application_args": [
+            "--config", str(Path(cfg.source).resolve()), "--requests", json.dumps(params["forget"]),
+            "--interval-ms", str(interval_ms)]}]
+
+    forget = SparkSubmitOperator.partial(task_id="forget", conn_id=SPARK_CONN_ID, pool=POOL,
+                                         application=str(jobs_dir() / "forget.py"), map_index_template="{{ task.name }}")
+
+    @task(trigger_rule=TriggerRule.ALL_DONE)  # after forget, whatever it did: a bad request stops no table
     def evaluate(params=None, **context) -> list[dict]:
         from lakecleaner.evaluate import format_table
         from lakecleaner.state import StateStore
@@ -132,6 +158,16 @@ def lakecleaner():
         log.info("lakecleaner: %d table(s) to clean in %d application(s), in this order: %s", len(jobs), len(apps),
                  ", ".join(j.table for j in jobs))
         context["ti"].xcom_push(key="evaluations", value=[e.as_dict() for e in evaluations])
+        figures = metrics.evaluation_metrics(e.as_dict() for e in evaluations)  # Kafka's cleaner gauges
+        try:
+            metrics.emit(figures)
+        except Exception as exc:  # noqa: BLE001 - metrics are a courtesy; cleaning goes on
+            log.warning("lakecleaner: cannot send the evaluation metrics: %s", exc)
+        context["ti"].xcom_push(key="metrics", value=metrics.overall(figures))
+        try:  # what the Lake Cleaner page presents (it never re-evaluates on a request)
+            scheduler.record_evaluation(cfg, evaluations, now_ms)
+        except Exception as exc:  # noqa: BLE001 - the page then says how old its evaluation is; cleaning goes on
+            log.warning("lakecleaner: cannot record the evaluation for the UI: %s", exc)
         config_path = str(Path(cfg.source).resolve())
         run_id = context["dag_run"].run_id
         planned = [{"index": a.index, "tables": a.tables, "priorities": [j.priority for j in a.jobs],
@@ -140,7 +176,7 @@ def lakecleaner():
         context["ti"].xcom_push(key="applications", value=planned)
         if not apps:
             return []
-        shared = scheduler.submit_options(cfg, _package_dir())
+        shared = operator_options(cfg, _package_dir())
         run_name = (context.get("logical_date") or context["dag_run"].run_after).isoformat()
         start, end = context.get("data_interval_start"), context.get("data_interval_end")
         interval_ms = int((end - start).total_seconds() * 1000) if start and end and end > start else 15 * 60_000
@@ -183,24 +219,57 @@ def lakecleaner():
         for row in report["not_run"]:
             log.warning("lakecleaner: %s not run (%s): %s", row["table"], row["status"], row["reason"])
         ti.xcom_push(key="report", value={k: v for k, v in report.items() if k != "text"})
-        if apps or evaluations:  # Kafka's cleaner metrics, kept next to the cleaner state
+        notify_errors = []
+        if apps or evaluations:
+            table_states = scheduler.table_states(cfg, [e["table"] for e in evaluations])
+            figures = metrics.run_metrics(report, {t: s.last_success_ms for t, s in table_states.items()}, now_ms)
+            ti.xcom_push(key="metrics", value=metrics.overall(figures))
             try:
-                metrics = scheduler.cleaner_metrics(cfg, evaluations, report, now_ms)
-                log.info("lakecleaner: cleaner metrics %s (%s)", metrics["overall"], metrics["path"])
-                ti.xcom_push(key="metrics", value=metrics["overall"])
+                log.info("lakecleaner: sent %d cleaner metrics: %s", metrics.emit(figures), metrics.overall(figures))
             except Exception as exc:  # noqa: BLE001 - metrics are a courtesy; the outcomes decide the run
-                log.warning("lakecleaner: cannot write cleaner metrics: %s", exc)
+                log.warning("lakecleaner: cannot send cleaner metrics: %s", exc)
+            alerts = notify.run_alerts(evaluations, report, {t: s.marked_at_ms for t, s in table_states.items()},
+                                       now_ms)
+            for alert in alerts:
+                log.warning("lakecleaner: alert %s", alert.message)
+            notify_errors = notify.send(cfg.notifiers, alerts, context)
             try:  # the cleaner's own files, bounded like any table's
                 log.info("lakecleaner: removed old documents: %s", prune_documents(cfg, now_ms))
             except Exception as exc:  # noqa: BLE001 - housekeeping never decides the run
                 log.warning("lakecleaner: cannot prune old documents: %s", exc)
-        if report["failed"] or report["failed_applications"]:
+        forget_failed = [k for k, s in ti.get_task_states(dag_id=ti.dag_id, run_ids=[ti.run_id], task_ids=[
+            "forget_requests", "forget"]).get(ti.run_id, {}).items() if s in ("failed", "upstream_failed")]
+        if forget_failed:  # its log names each table and why; the tables were cleaned all the same
+            raise AirflowFailException(f"lakecleaner: erasure request(s) failed ({', '.join(forget_failed)}); "
+                                       "see the forget task's log")
+        if report["failed"] or report["failed_applications"] or notify_errors:
             raise AirflowFailException(
                 f"lakecleaner: {len(report['failed'])} table(s) failed: {', '.join(report['failed']) or 'none'}"
                 + (f"; application(s) {report['failed_applications']} did not end well"
-                   if report["failed_applications"] else ""))
+                   if report["failed_applications"] else "")
+                + (f"; {len(notify_errors)} alert(s) not sent: {notify_errors[0]}" if notify_errors else ""))
 
-    clean.expand_kwargs(evaluate()) >> summary()
+    # Beside summary, not after it: summary must stay a leaf (it fails the run), and a failed task's
+    # asset events are dropped. An event per table compacted this run, through one alias.
+    @task(trigger_rule=TriggerRule.ALL_DONE, outlets=[AssetAlias(assets.ALIAS)])
+    def announce(**context) -> list[str]:
+        apps = context["ti"].xcom_pull(task_ids="evaluate", key="applications") or []
+        if not apps:
+            return []
+        cfg = load_config(apps[0]["config"])
+        outcomes = []
+        for app in apps:
+            try:
+                outcomes += (read_document(cfg, app["report"]) or {}).get("outcomes", [])
+            except Exception as exc:  # noqa: BLE001 - that application's tables announce nothing; summary says why
+                log.warning("lakecleaner: cannot read the report of application %d: %s", app["index"], exc)
+        events = assets.compaction_events(cfg.catalog.name, outcomes, apps[0]["now_ms"])
+        assets.add_events(context["outlet_events"], events)
+        return [e.uri for e in events]
+
+    evaluated = evaluate()
+    forget.expand_kwargs(forget_requests()) >> evaluated
+    clean.expand_kwargs(evaluated) >> [summary(), announce()]
 
 
 lakecleaner()

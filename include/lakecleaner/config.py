@@ -236,6 +236,19 @@ def physical_deletion_bound(tc: "TableConfig") -> str | None:
     return None
 
 
+def physical_deletion_deadline(tc: "TableConfig", removed_at_ms: int, interval_ms: int) -> int | None:
+    """The README's bound as a time: a record removed (superseded, expired, or erased on request) at
+    ``removed_at_ms`` is in no data file any snapshot reaches after removed_at + max.compaction.lag.ms
+    + one schedule interval + min.compaction.lag.ms (+ max-snapshot-age instead, when the table keeps
+    older snapshots; see physical_deletion_bound). None: no bound in time (max.compaction.lag.ms not
+    set, or history.expire.min-snapshots-to-keep > 1)."""
+    max_age, keep = tc.snapshot_retention
+    if keep > 1 or tc.max_compaction_lag_ms >= LONG_MAX:
+        return None
+    kept = max_age if max_age is not None and max_age > tc.min_compaction_lag_ms else tc.min_compaction_lag_ms
+    return removed_at_ms + tc.max_compaction_lag_ms + interval_ms + kept
+
+
 def read_split(table: str, properties: Mapping[str, str]) -> tuple[int, int]:
     """The table's Iceberg (read.split.open-file-cost, read.split.target-size)."""
     return tuple(setting.default if properties.get(prop) is None else _parsed(table, setting, properties[prop])
@@ -421,6 +434,50 @@ class QualityConfig:
     anomalous_share_max: float = 0.05  # header/column strategies: share of records without a valid version
 
 
+# What the DAG alerts on (lakecleaner.notify): a table newly marked uncleanable, a data-quality rule
+# at fail severity that failed, a table still past max.compaction.lag.ms after the run.
+ALERT_KINDS = ("uncleanable", "quality_failed", "compaction_lag")
+
+
+@dataclass(frozen=True)
+class NotifierSpec:
+    """One entry of the YAML's ``notifiers:`` list: an Airflow notifier class (a BaseNotifier, e.g.
+    the SMTP or Slack provider's), the keyword arguments it is built with (templated fields see the
+    alert as ``alert``), and the alert kinds it gets. Imported only where alerts are sent (Airflow)."""
+    class_path: str
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    alerts: tuple[str, ...] = ALERT_KINDS
+
+
+def parse_notifiers(raw: Any, source: str = "<config>") -> tuple[NotifierSpec, ...]:
+    """The ``notifiers:`` section: a list of {class, kwargs, alerts}; each mistake named by its index."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ConfigError(None, "notifiers", raw, f"must be a list of {{class, kwargs, alerts}} (in {source})")
+    specs = []
+    for i, entry in enumerate(raw):
+        where = f"notifiers[{i}]"
+        if not isinstance(entry, Mapping):
+            raise ConfigError(None, where, entry, "must be a mapping with class (and optionally kwargs, alerts)")
+        unknown = set(entry) - {"class", "kwargs", "alerts"}
+        if unknown:
+            raise ConfigError(None, f"{where}.{sorted(unknown)[0]}", entry[sorted(unknown)[0]],
+                              "unknown key (known: alerts, class, kwargs)")
+        path = entry.get("class")
+        if not isinstance(path, str) or not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+", path):
+            raise ConfigError(None, f"{where}.class", path, "must be an importable dotted path, e.g. "
+                                                            "airflow.providers.smtp.notifications.smtp.SmtpNotifier")
+        kwargs = entry.get("kwargs") or {}
+        if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
+            raise ConfigError(None, f"{where}.kwargs", kwargs, "must be a mapping of argument name to value")
+        alerts = entry.get("alerts", list(ALERT_KINDS))
+        if not isinstance(alerts, list) or not alerts or any(a not in ALERT_KINDS for a in alerts):
+            raise ConfigError(None, f"{where}.alerts", alerts, f"must be a non-empty list of: {', '.join(ALERT_KINDS)}")
+        specs.append(NotifierSpec(path, dict(kwargs), tuple(alerts)))
+    return tuple(specs)
+
+
 @dataclass(frozen=True)
 class LakecleanerConfig:
     catalog: CatalogConfig = field(default_factory=CatalogConfig)
@@ -428,6 +485,7 @@ class LakecleanerConfig:
     cleaner: CleanerConfig = field(default_factory=CleanerConfig)
     defaults: Mapping[str, Any] = field(default_factory=dict)
     quality: QualityConfig = field(default_factory=QualityConfig)
+    notifiers: tuple[NotifierSpec, ...] = ()
     source: str = "<built-in>"
 
     @property
@@ -494,7 +552,7 @@ def load_config(path: str | os.PathLike | None = None) -> LakecleanerConfig:
     raw = yaml.safe_load(path.read_text()) or {}
     if not isinstance(raw, Mapping):
         raise ConfigError(None, "<file>", str(path), "top level must be a mapping")
-    unknown = set(raw) - {"catalog", "spark", "cleaner", "defaults", "quality"}
+    unknown = set(raw) - {"catalog", "spark", "cleaner", "defaults", "quality", "notifiers"}
     if unknown:
         raise ConfigError(None, sorted(unknown)[0], "...", f"unknown section in {path}")
     catalog = _section(raw, "catalog", CatalogConfig, str(path))
@@ -544,5 +602,6 @@ def load_config(path: str | os.PathLike | None = None) -> LakecleanerConfig:
         spark=_section(raw, "spark", SparkConfig, str(path)),
         cleaner=cleaner,
         defaults=defaults,
+        notifiers=parse_notifiers(raw.get("notifiers"), str(path)),
         source=str(path),
     )

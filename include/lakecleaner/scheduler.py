@@ -4,15 +4,10 @@ uncleanable mark), and summarise. The Airflow DAG only wires these together; the
 """
 from __future__ import annotations
 
-import hashlib
 import logging
-import os
 import re
-import sys
-import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterable
 
 from .config import LakecleanerConfig, is_compacted
@@ -57,6 +52,46 @@ def evaluate_all(cfg: LakecleanerConfig, tables: Iterable[str] | None = None, no
         if ev.max_compaction_lag_ms is not None and ev.max_compaction_delay_ms > 0:
             log.warning("lakecleaner: table %s is %d ms past max.compaction.lag.ms", ev.table, ev.max_compaction_delay_ms)
     return out
+
+
+EVALUATION_DOCUMENT = "evaluations/last.json"  # under the cleaner's state root, rewritten by each evaluate task
+
+
+@dataclass(frozen=True)
+class RecordedEvaluation:
+    """The scheduler's last evaluation of every compacted table, as its evaluate task recorded it:
+    what the UI presents, so a page never re-reads every table's metadata."""
+    now_ms: int  # the run's now, the clock the figures were computed on
+    recorded_at_ms: int  # wall clock when the evaluate task wrote it
+    tables: tuple[dict, ...]  # Evaluation.as_dict() rows, by table name
+
+    def row(self, table: str) -> dict | None:
+        return next((r for r in self.tables if r["table"] == table), None)
+
+
+def record_evaluation(cfg: LakecleanerConfig, evaluations: Iterable[Evaluation], now_ms: int) -> str:
+    """Keep this evaluation as the last one (one document, replaced whole); returns its location."""
+    rows = sorted((e.as_dict() for e in evaluations), key=lambda r: r["table"])
+    return write_document(cfg, EVALUATION_DOCUMENT, {"now_ms": int(now_ms), "recorded_at_ms": int(time.time() * 1000),
+                                                     "tables": rows})
+
+
+def last_evaluation(cfg: LakecleanerConfig) -> RecordedEvaluation | None:
+    """The last recorded evaluation; None before the first evaluate task. A document this cleaner
+    did not write is a ValueError naming it."""
+    from .state import read_document
+
+    doc = read_document(cfg, EVALUATION_DOCUMENT)
+    if doc is None:
+        return None
+    try:
+        tables = tuple(dict(r) for r in doc["tables"])
+        if not all(isinstance(r.get("table"), str) and isinstance(r.get("status"), str) for r in tables):
+            raise TypeError("a row without table or status")
+        return RecordedEvaluation(int(doc["now_ms"]), int(doc["recorded_at_ms"]), tables)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"recorded evaluation {cfg.state_root}/{EVALUATION_DOCUMENT} is not one this cleaner "
+                         f"wrote ({type(exc).__name__}: {exc}); the next evaluate task rewrites it") from None
 
 
 # What one table's chain costs beyond the bytes it scans (catalog calls, commits, maintenance, the
@@ -170,9 +205,10 @@ def record_outcome(cfg: LakecleanerConfig, table: str, ok: bool, error: str, now
 
 
 def alert(table: str, outcome: dict) -> None:
-    """THE ALERTING HOOK: called (in the cleaning application, or by the DAG when an application died)
-    after a table's cleaning failed and the failure was counted. ``outcome`` is ``record_outcome``'s
-    result plus ``error``; ``uncleanable`` is True once the table was just marked. By default it logs."""
+    """The log line of a table's counted cleaning failure (in the cleaning application, or by the DAG
+    when an application died). ``outcome`` is ``record_outcome``'s result plus ``error``. The
+    notifications go out from the DAG's summary (lakecleaner.notify), which has Airflow and reads
+    the same recorded facts, so an application that died alerts as well."""
     level = logging.ERROR if outcome.get("uncleanable") else logging.WARNING
     log.log(level, "lakecleaner: cleaning of %s failed (%d in a row%s): %s", table,
             outcome.get("consecutive_failures", 0), ", now marked uncleanable" if outcome.get("uncleanable") else "",
@@ -180,38 +216,7 @@ def alert(table: str, outcome: dict) -> None:
 
 
 # ---------------------------------------------------------------- what the Airflow DAG needs (no Airflow here)
-def ship_package(dest_dir: str | os.PathLike) -> str:
-    """The lakecleaner package as a --py-files zip in ``dest_dir``, named after its content
-    (``lakecleaner-<sha>.zip``) and moved into place atomically: a job already submitted with an older
-    zip keeps reading it, and concurrent runs never see a half-written file."""
-    from .spark import package_zip
-
-    dest = Path(dest_dir)
-    dest.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=dest, prefix=".build-") as tmp:
-        built = Path(package_zip(tmp))
-        digest = hashlib.sha256(built.read_bytes()).hexdigest()[:16]
-        final = dest / f"lakecleaner-{digest}.zip"
-        if not final.exists():
-            os.replace(built, final)
-    return str(final)
-
-
-def submit_options(cfg: LakecleanerConfig, package_dir: str | os.PathLike) -> dict:
-    """SparkSubmitOperator arguments shared by every lakecleaner job, resolved at run time: the package
-    zip (--py-files), the Iceberg runtime (--jars, or --packages for a Maven coordinate) and the rest
-    of the Spark conf. spark.driver.memory stays in the conf: spark-submit's launcher reads it from
-    --conf in client mode, and cluster managers honour it in cluster mode. The master is not here: it
-    comes from the Airflow connection (spark_default), not from the YAML's spark.master."""
-    from .spark import submit_conf
-
-    conf = submit_conf(cfg)
-    return {"py_files": ship_package(package_dir), "jars": conf.pop("spark.jars", None),
-            "packages": conf.pop("spark.jars.packages", None), "conf": conf,
-            # the driver's Python must have the package's dependencies (pyspark, pyyaml): default to ours
-            "env_vars": {"PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON") or sys.executable}}
-
-
+# (its SparkSubmitOperator arguments: lakecleaner.submit)
 def report_name(run_id: str, index: int) -> str:
     """Where application ``index`` of a DAG run keeps its report (under the cleaner's state root)."""
     return f"batches/{re.sub(r'[^A-Za-z0-9._-]', '_', run_id)}/app-{index}.json"
@@ -241,7 +246,7 @@ def run_history(cfg: LakecleanerConfig, now_ms: int | None = None, tables: Itera
 
 NOTEWORTHY = ("invalid config", "invalid checkpoint", "unreadable", "uncleanable")
 FIGURES = ("records_read", "records_kept", "removed_superseded", "removed_expired_tombstones", "quarantined",
-           "duration_ms")
+           "bytes_read", "bytes_written", "duration_ms")
 
 
 def table_outcomes(app: dict, report: dict | None, task_state: str | None) -> list[dict]:
@@ -309,32 +314,14 @@ def summarize(evaluations: list[dict], applications: list[dict], reports: dict[i
             "failed_applications": failed_apps, "text": "\n".join(lines)}
 
 
-def cleaner_metrics(cfg: LakecleanerConfig, evaluations: list[dict], report: dict, now_ms: int) -> dict:
-    """Kafka's cleaner metrics for one scheduler run, per table and overall (max dirty percent, max
-    compaction delay, time since last successful run, uncleanable count, last run's statistics),
-    written next to the cleaner state under metrics/<now_ms>.json and returned."""
-    store = StateStore(cfg)
-    last_runs = {row["table"]: row for row in report.get("tables", [])}
-    tables = {}
-    for e in evaluations:
+def table_states(cfg: LakecleanerConfig, tables: Iterable[str]) -> dict[str, TableState]:
+    """Each table's cleaner state (last success, uncleanable mark) for the run's metrics and alerts;
+    an unreadable one is logged and read as empty, the others are still read."""
+    store, out = StateStore(cfg), {}
+    for table in tables:
         try:
-            state = store.get(e["table"])
-        except ValueError as exc:  # that table's figures say so; the others are still reported
+            out[table] = store.get(table)
+        except ValueError as exc:  # that table's figures say nothing; the others are still reported
             log.warning("lakecleaner: %s", exc)
-            state = TableState(last_error=str(exc))
-        tables[e["table"]] = {
-            "status": e["status"], "dirty_percent": round(100 * e.get("dirty_ratio", 0.0), 2),
-            "max_compaction_delay_ms": e.get("max_compaction_delay_ms", 0),
-            "time_since_last_success_ms": (now_ms - state.last_success_ms) if state.last_success_ms else None,
-            "consecutive_failures": state.consecutive_failures,
-            "last_run": {k: v for k, v in last_runs.get(e["table"], {}).items() if k != "table"} or None}
-    overall = {
-        "tables": len(tables),
-        "max_dirty_percent": max((t["dirty_percent"] for t in tables.values()), default=0.0),
-        "max_compaction_delay_ms": max((t["max_compaction_delay_ms"] for t in tables.values()), default=0),
-        "uncleanable_count": sum(t["status"] in ("uncleanable", "invalid checkpoint") for t in tables.values()),
-        "failed_this_run": len(report.get("failed", [])),
-    }
-    metrics = {"now_ms": now_ms, "overall": overall, "tables": tables}
-    metrics["path"] = write_document(cfg, f"metrics/{now_ms}.json", metrics)
-    return metrics
+            out[table] = TableState(last_error=str(exc))
+    return out

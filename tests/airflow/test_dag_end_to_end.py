@@ -239,9 +239,9 @@ def test_one_run_packs_the_eligible_tables_filthiest_first_and_fails_for_the_bro
 
     report = _xcom(dr, "summary", "report")
     assert report["failed"] == [FAILING] and report["failed_applications"] == [failing_app]
-    metrics = _xcom(dr, "summary", "metrics")  # Kafka's cleaner metrics, kept next to the state
-    assert metrics["failed_this_run"] == 1 and metrics["max_compaction_delay_ms"] > 0
-    assert metrics["max_dirty_percent"] == 100.0 and metrics["uncleanable_count"] == 0
+    gauges = _xcom(dr, "evaluate", "metrics")  # Kafka's cleaner metrics, also sent through Airflow's Stats
+    assert _xcom(dr, "summary", "metrics")["failed-tables-count"] == 1 and gauges["max-compaction-delay-secs"] > 0
+    assert gauges["max-dirty-percent"] == 100.0 and gauges["uncleanable-partitions-count"] == 0
     assert {r["table"]: r["status"] for r in report["not_run"]} == {BROKEN: "invalid config"}
 
 
@@ -255,7 +255,7 @@ def test_an_uncleanable_table_is_skipped_until_an_operator_clears_it(first_run, 
     assert second.state == "success"
     assert {r["table"]: r["status"] for r in _xcom(second, "summary", "report")["not_run"]} == {
         BROKEN: "invalid config", FAILING: "uncleanable"}
-    assert _xcom(second, "summary", "metrics")["uncleanable_count"] == 1
+    assert _xcom(second, "evaluate", "metrics")["uncleanable-partitions-count"] == 1
 
     third = _run(dagbag, tick + 2 * INTERVAL, {"clear_uncleanable": [FAILING], "tables": [FAILING]})
     evaluations = {e["table"]: e for e in _xcom(third, "evaluate", "evaluations")}

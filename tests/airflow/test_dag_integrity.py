@@ -95,11 +95,12 @@ def test_the_dag_has_the_expected_shape(parsed):
     bag, _, _ = parsed
     dag = bag.dags["lakecleaner"]
     assert dag.dag_id == "lakecleaner"
-    assert set(dag.task_dict) == {"evaluate", "clean", "summary"}
+    assert set(dag.task_dict) == {"forget_requests", "forget", "evaluate", "clean", "summary", "announce"}
     assert type(dag.timetable).__name__ == "CronTriggerTimetable" and dag.timetable.expression == "*/15 * * * *"
     assert dag.catchup is False and dag.max_active_runs == 1
 
-    params = {name: dag.params.get_param(name) for name in ("tables", "force", "dry_run", "clear_uncleanable")}
+    params = {name: dag.params.get_param(name) for name in ("tables", "force", "dry_run", "clear_uncleanable",
+                                                           "forget")}
     assert set(dag.params.keys()) == set(params)
     assert params["tables"].value == [] and params["tables"].schema["type"] == "array"
     assert params["tables"].schema["items"] == {"type": "string"}
@@ -115,12 +116,25 @@ def test_the_dag_has_the_expected_shape(parsed):
     evaluate, clean, summary = (dag.task_dict[t] for t in ("evaluate", "clean", "summary"))
     # one mapped spark-submit of jobs/clean.py per packed application, named by its tables
     assert clean.operator_class is SparkSubmitOperator
-    assert clean.upstream_task_ids == {"evaluate"} and clean.downstream_task_ids == {"summary"}
+    assert clean.upstream_task_ids == {"evaluate"} and clean.downstream_task_ids == {"summary", "announce"}
     assert clean.partial_kwargs["conn_id"] == "spark_default" and clean.pool == "lakecleaner" and clean.retries == 0
     assert clean.partial_kwargs["application"] == str(REPO / "jobs" / "clean.py")
     assert clean.map_index_template == "{{ task.name }}"
+    # erasure requests (the forget param) run before evaluate; evaluate runs whatever they did
+    forget = dag.task_dict["forget"]
+    assert forget.operator_class is SparkSubmitOperator and forget.upstream_task_ids == {"forget_requests"}
+    assert forget.partial_kwargs["application"] == str(REPO / "jobs" / "forget.py")
+    assert evaluate.upstream_task_ids == {"forget"} and evaluate.trigger_rule == "all_done"
+    assert params["forget"].value == [] and params["forget"].schema["items"] == {"type": "object"}
     assert clean.partial_kwargs["on_failure_callback"]
     assert summary.upstream_task_ids == {"clean"} and summary.trigger_rule == "all_done"
+    # asset events for tables known only at run time: one alias as the outlet, beside summary (a
+    # leaf after it would decide the run's state; a failed summary would drop its events)
+    announce = dag.task_dict["announce"]
+    assert announce.upstream_task_ids == {"clean"} and announce.trigger_rule == "all_done"
+    assert {t.task_id for t in dag.leaves} == {"summary", "announce"}
+    assert [type(o).__name__ for o in announce.outlets] == ["AssetAlias"]
+    assert announce.outlets[0].name == "lakecleaner-compacted"
 
 
 def test_the_schedule_comes_from_the_environment(monkeypatch):

@@ -1,6 +1,4 @@
 """The scheduler's plain helpers the DAG wires together (no Airflow, no Spark)."""
-import zipfile
-
 from lakecleaner import scheduler
 
 
@@ -69,15 +67,6 @@ def test_report_names_are_safe_paths_per_run_and_application():
     assert "/" not in name.split("/")[1]
 
 
-def test_the_package_zip_is_named_after_its_content_and_rebuilt_in_place(tmp_path):
-    first = scheduler.ship_package(tmp_path / "pkg")
-    second = scheduler.ship_package(tmp_path / "pkg")
-    assert first == second and first.endswith(".zip")
-    assert [p.name for p in (tmp_path / "pkg").iterdir()] == [first.rsplit("/", 1)[1]]  # no leftovers
-    with zipfile.ZipFile(first) as zf:
-        assert "lakecleaner/scheduler.py" in zf.namelist() and "lakecleaner/engine.py" in zf.namelist()
-
-
 def test_summary_tells_each_tables_outcome_from_its_applications_report():
     apps = [{"index": 0, "tables": ["a.ok", "a.dq", "a.late"], "priorities": [1, 3, 5]},
             {"index": 1, "tables": ["a.bad", "a.dying", "a.never"], "priorities": [2, 4, 6]},
@@ -120,54 +109,22 @@ def test_a_finished_application_whose_tables_all_did_well_fails_nothing():
     assert report["failed"] == [] and report["failed_applications"] == [] and report["deferred"] == []
 
 
-def test_cleaner_metrics_per_table_and_overall_are_kept(tmp_path):
-    import json
-
+def test_table_states_read_each_table_and_an_unreadable_one_does_not_stop_the_others(tmp_path):
     from lakecleaner.config import CatalogConfig, LakecleanerConfig
     from lakecleaner.state import StateStore
 
     cfg = LakecleanerConfig(catalog=CatalogConfig(warehouse=str(tmp_path)))
     StateStore(cfg).record_success("a.ok", now_ms=1_000)
-    evaluations = [
-        {"table": "a.ok", "status": "not eligible", "dirty_ratio": 0.25, "max_compaction_delay_ms": 0},
-        {"table": "a.late", "status": "eligible", "dirty_ratio": 0.9, "max_compaction_delay_ms": 5_000},
-        {"table": "a.stuck", "status": "uncleanable", "dirty_ratio": 0.0, "max_compaction_delay_ms": 0},
-    ]
-    report = {"tables": [{"table": "a.late", "status": "ok", "removed_superseded": 7}], "failed": []}
-    metrics = scheduler.cleaner_metrics(cfg, evaluations, report, now_ms=11_000)
-    assert metrics["overall"] == {"tables": 3, "max_dirty_percent": 90.0, "max_compaction_delay_ms": 5_000,
-                                  "uncleanable_count": 1, "failed_this_run": 0}
-    assert metrics["tables"]["a.ok"]["time_since_last_success_ms"] == 10_000
-    assert metrics["tables"]["a.late"]["last_run"] == {"status": "ok", "removed_superseded": 7}
-    kept = json.loads((tmp_path / "_lakecleaner" / "metrics" / "11000.json").read_text())
-    assert kept["overall"] == metrics["overall"]
+    (tmp_path / "_lakecleaner" / "state" / "a.bad.json").write_text("{not json")
+    states = scheduler.table_states(cfg, ["a.ok", "a.bad", "a.new"])
+    assert states["a.ok"].last_success_ms == 1_000 and states["a.new"].last_success_ms is None
+    assert states["a.bad"].last_success_ms is None and "table a.bad" in states["a.bad"].last_error
 
 
 def test_an_invalid_checkpoint_fails_the_run():
     evaluations = [{"table": "a.ck", "status": "invalid checkpoint", "reason": "table a.ck: invalid checkpoint: x"}]
     report = scheduler.summarize(evaluations, [], {}, {})
     assert report["failed"] == ["a.ck"] and report["not_run"][0]["status"] == "invalid checkpoint"
-
-
-def test_catalog_secrets_stay_out_of_argv_and_xcom(tmp_path):
-    """Catalog properties (tokens, JDBC passwords) never reach a spark-submit command line or the
-    DAG's mapped arguments (stored as XCom): the job sets the catalog's conf from its config file."""
-    import json
-
-    from lakecleaner.cli import submit_command
-    from lakecleaner.config import CatalogConfig, LakecleanerConfig
-    from lakecleaner.spark import REDACTION, spark_conf
-
-    cfg = LakecleanerConfig(catalog=CatalogConfig(
-        type="rest", warehouse="s3://bucket/wh", properties={"uri": "http://cat", "token": "s3cr3t-token"},
-        spark_properties={"jdbc.password": "s3cr3t-pw", "credential": "id:s3cr3t-cred"}))
-    assert "s3cr3t-token" in json.dumps(spark_conf(cfg))  # the job's own session still gets them
-    shared = scheduler.submit_options(cfg, tmp_path)
-    argv = submit_command(cfg, "/etc/lakecleaner.yaml", "clean.py", ["a.t"], str(tmp_path))
-    for exposed in (json.dumps(shared), " ".join(argv)):
-        assert "s3cr3t" not in exposed and "spark.sql.catalog.lake" not in exposed
-    import re
-    assert all(re.search(REDACTION, key) for key in ("spark.sql.catalog.lake.token", "x.credential", "jdbc.password"))
 
 
 def test_evaluate_json_rows_carry_the_plan_in_plan_order():
