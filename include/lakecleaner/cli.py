@@ -9,36 +9,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .batch import RESULT_MARKER
 from .config import ConfigError, load_config
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def jobs_dir() -> Path:
-    return Path(os.environ.get("LAKECLEANER_JOBS_DIR") or REPO_ROOT / "jobs")
-
-
-def spark_submit_binary() -> str:
-    import pyspark
-
-    return str(Path(pyspark.__file__).parent / "bin" / "spark-submit")
-
-
-def submit_command(cfg, config_path: str, job: str, job_args: list[str], workdir: str) -> list[str]:
-    """spark-submit for one of the jobs/ applications, shipping the package with --py-files."""
-    from .spark import package_zip, submit_conf
-
-    conf = submit_conf(cfg)
-    cmd = [spark_submit_binary(), "--master", cfg.spark.master, "--name", f"lakecleaner-{Path(job).stem}",
-           "--py-files", package_zip(workdir)]
-    for key in ("spark.jars", "spark.jars.packages"):
-        if key in conf:
-            cmd += ["--jars" if key == "spark.jars" else "--packages", conf.pop(key)]
-    cmd += ["--driver-memory", conf.pop("spark.driver.memory")]
-    for key, value in conf.items():
-        cmd += ["--conf", f"{key}={value}"]
-    return cmd + [str(jobs_dir() / job), "--config", config_path, *job_args]
+from .submit import parse_results, submit_command
 
 
 def run_job(cfg, config_path: str, job: str, job_args: list[str]) -> tuple[int, list[dict], str]:
@@ -47,9 +19,7 @@ def run_job(cfg, config_path: str, job: str, job_args: list[str]) -> tuple[int, 
         cmd = submit_command(cfg, config_path, job, job_args, workdir)
         proc = subprocess.run(cmd, capture_output=True, text=True,
                               env={"SPARK_LOCAL_IP": "127.0.0.1", **os.environ, "PYSPARK_PYTHON": sys.executable})
-    results = [json.loads(line[len(RESULT_MARKER):]) for line in proc.stdout.splitlines()
-               if line.startswith(RESULT_MARKER)]
-    return proc.returncode, results, "\n".join(proc.stderr.splitlines()[-30:])
+    return proc.returncode, parse_results(proc.stdout), "\n".join(proc.stderr.splitlines()[-30:])
 
 
 def run_tables_job(cfg, job: str, tables: list[str], extra: list[str]) -> tuple[int, list[dict]]:
@@ -129,6 +99,38 @@ def cmd_clear_uncleanable(args) -> int:
     return 1 if failed else 0
 
 
+def cmd_forget(args) -> int:
+    """Erasure on request (lakecleaner.forget): one Spark application, one JSON line."""
+    cfg = load_config(args.config)
+    extra = [a for k in args.key for a in ("--key", k)] + _common_args(args) + ["--interval-ms", str(args.interval_ms)]
+    code, results, stderr = run_job(cfg, cfg.source, "forget.py", [args.table, *extra])
+    if not results:
+        results = [{"table": args.table, "status": "failed",
+                    "error": f"table {args.table}: the Spark job died without a result (exit {code}): {stderr[-2000:]}"}]
+        code = code or 1
+    for result in results:
+        print(json.dumps(result, sort_keys=True))
+    return code
+
+
+def cmd_view(args) -> int:
+    """The latest-per-key view (lakecleaner.view): its SQL on stdout, from metadata (no Spark);
+    with --register, also registered in the catalog."""
+    from .view import ViewError, latest_view, register_with_own_session
+
+    cfg = load_config(args.config)
+    try:
+        view = latest_view(cfg, args.table, args.name)
+        print(view.sql, flush=True)
+        if args.register:
+            register_with_own_session(cfg, view)
+            print(f"lakecleaner: registered view {view.view.sql()}", file=sys.stderr)
+    except ViewError as exc:
+        print(f"lakecleaner: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def cmd_demo(args) -> int:
     from .demo import main as demo_main
 
@@ -157,6 +159,22 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("clear-uncleanable", help="an operator's word that a table marked uncleanable is fixed")
     p.add_argument("tables", nargs="+")
     p.set_defaults(func=cmd_clear_uncleanable)
+    p = sub.add_parser("forget", help="erase keys on request: their records leave the table and its quarantine, "
+                                      "made physical, audited by the key's hash")
+    p.add_argument("table", metavar="TABLE")
+    p.add_argument("--key", action="append", required=True, metavar="K",
+                   help="one key: col=value[,col=value] (one value per key column), or the bare value of a "
+                        "one-column key (repeatable)")
+    p.add_argument("--now-ms", type=int)
+    p.add_argument("--interval-ms", type=int, default=15 * 60_000,
+                   help="the DAG's schedule interval, for the deadline (default 15 min)")
+    p.set_defaults(func=cmd_forget)
+    p = sub.add_parser("view", help="print the SQL of a table's latest-per-key view (one record per key, tombstones "
+                                    "hidden); --register creates it in the catalog")
+    p.add_argument("table", metavar="TABLE", help="namespace.table (in the configured catalog)")
+    p.add_argument("--name", help="the view's name, view or namespace.view (default: <table>__latest beside the table)")
+    p.add_argument("--register", action="store_true", help="create or replace the view (catalogs with views)")
+    p.set_defaults(func=cmd_view)
     p = sub.add_parser("demo", help="build the embedded demo lakehouse, compact every table, check the rules")
     p.add_argument("--seed", type=int, default=7)
     p.set_defaults(func=cmd_demo)

@@ -28,7 +28,7 @@ from typing import Any, Iterable, Mapping
 
 from .append_times import record_append_times
 from .config import CHECKPOINT_PROPERTY, LONG_MAX, LakecleanerConfig, TableConfig, physical_deletion_bound
-from .engine import TableRef, _fail_point, _iceberg_table, load_table_config, snapshot_summary
+from .catalog import TableRef, fail_point, iceberg_table, load_table_config, snapshot_summary
 from .rules import Checkpoint
 from .state import StateStore
 
@@ -98,16 +98,16 @@ def _clean_part_sql(tc, cuts: Mapping) -> str | None:
 
 
 def _clean_rewrite_filter(spark, ref: TableRef, tc: TableConfig, ckpt: Checkpoint) -> str | None:
-    from .engine import _data_files
+    from .files import data_files
 
     if not ckpt.offsets:
         return None
-    current = _iceberg_table(spark, ref).currentSnapshot()
+    current = iceberg_table(spark, ref).currentSnapshot()
     if current is None:
         return None
     files = [FileBounds(f["p_lower_bound"] if tc.partition_column else None,
                         f["p_upper_bound"] if tc.partition_column else None, f["o_lower_bound"], f["o_upper_bound"])
-             for f in _data_files(spark, ref, tc, current.snapshotId())]
+             for f in data_files(spark, ref, tc, current.snapshotId())]
     cuts = clean_rewrite_cuts(ckpt.offsets, files, tc.partition_column is not None)
     if cuts is None:
         log.warning("lakecleaner: table %s: a data file without offset metrics may hold dirty records; "
@@ -116,7 +116,10 @@ def _clean_rewrite_filter(spark, ref: TableRef, tc: TableConfig, ckpt: Checkpoin
     return _clean_part_sql(tc, cuts)
 
 
-def maintain_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None = None) -> dict[str, Any]:
+def maintain_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None = None,
+                   rewrite_reason: str | None = None) -> dict[str, Any]:
+    """``rewrite_reason``: rewrite the clean files carrying deletes whatever the table's settings
+    (an erasure on request must be made physical now, not at the next 20% of deleted rows)."""
     ref = TableRef.parse(table, cfg.catalog.name)
     now_ms = int(now_ms if now_ms is not None else time.time() * 1000)
     tc, props = load_table_config(spark, cfg, ref)
@@ -129,7 +132,7 @@ def maintain_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None
     data_rows, deleted_rows = int(summary.get("total-records", 0)), int(summary.get("total-position-deletes", 0))
     out["delete_ratio"] = round(deleted_rows / data_rows, 4) if data_rows else 0.0
     gdpr = tc.max_compaction_lag_ms < LONG_MAX
-    wanted = deleted_rows and (gdpr or out["delete_ratio"] >= REWRITE_DELETE_RATIO)
+    wanted = deleted_rows and (rewrite_reason or gdpr or out["delete_ratio"] >= REWRITE_DELETE_RATIO)
     where = _clean_rewrite_filter(spark, ref, tc, ckpt) if wanted else None
     if where:
         res = spark.sql(
@@ -137,13 +140,14 @@ def maintain_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None
             "options => map('delete-file-threshold', '1', 'min-input-files', '1', 'remove-dangling-deletes', 'true'))"
         ).collect()
         out["rewritten_data_files"] = int(res[0]["rewritten_data_files_count"]) if res else 0
-        out["rewrite_reason"] = "max.compaction.lag.ms is finite" if gdpr else f"delete ratio >= {REWRITE_DELETE_RATIO}"
-        _fail_point("maintenance_after_rewrite")
+        out["rewrite_reason"] = rewrite_reason or ("max.compaction.lag.ms is finite" if gdpr
+                                                    else f"delete ratio >= {REWRITE_DELETE_RATIO}")
+        fail_point("maintenance_after_rewrite")
     out["snapshots_expired"] = _expire_snapshots(spark, cfg, ref, tc)
     bound = physical_deletion_bound(tc)
     if bound:
         out["physical_deletion"] = bound
-    table_obj = _iceberg_table(spark, ref)
+    table_obj = iceberg_table(spark, ref)
     current = table_obj.currentSnapshot()
     manifests = 0 if current is None else current.dataManifests(table_obj.io()).size()
     out["data_manifests"] = manifests
@@ -175,7 +179,7 @@ def _expire_snapshots(spark, cfg: LakecleanerConfig, ref: TableRef, tc: TableCon
     A table's own history.expire.* properties keep more when they ask for more. The commit times
     of expired snapshots that still add live files are kept first (append_times).
     Returns how many snapshots were expired."""
-    table = _iceberg_table(spark, ref)
+    table = iceberg_table(spark, ref)
     max_age, keep_last = tc.snapshot_retention
     now = int(time.time() * 1000)
     keep_after = min(now - tc.min_compaction_lag_ms, now - max_age if max_age is not None else now)
