@@ -20,9 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from .config import CHECKPOINT_PROPERTY, LakecleanerConfig, TableConfig
-from .engine import TableRef, _Frames, ensure_history_table, load_table_config
+from .catalog import TableRef, load_table_config
+from .frames import Frames
+from .history import ensure_history_table
 from .rules import Checkpoint, tombstone_expired_sql
 from .state import write_document
+from .strategies import Strategy, checkpoint_sql, ident, key_hash_sql
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +55,8 @@ def docs_dir(cfg: LakecleanerConfig) -> Path:
 
 
 def _by_partition(offsets: dict, op: str) -> str | None:
-    """Records whose offset is ``op`` their partition's entry in ``offsets`` (None: an unpartitioned
-    table), as one SQL condition over the batch's derived columns; None when there is no entry."""
-    terms = [f"lc_o {op} {o}" if p is None else f"(lc_p = {p} AND lc_o {op} {o})" for p, o in offsets.items()]
-    return " OR ".join(terms) or None
+    """Records whose offset is ``op`` their partition's entry, over the batch's derived columns."""
+    return checkpoint_sql("lc_p", "lc_o", offsets, op)
 
 
 def _expired_pred(ckpt: Checkpoint, now_ms: int, retention_ms: int) -> str | None:
@@ -72,8 +73,10 @@ def _not_kept_as_log_end(ckpt: Checkpoint) -> str:
 
 
 def build_rules(tc: TableConfig, ckpt: Checkpoint, now_ms: int, interval_ms: int, max_delay_ms: int,
-                anomalous_share_max: float) -> list[Rule]:
-    keys = ", ".join(f"`{k}`" for k in tc.key_columns)
+                anomalous_share_max: float, forgotten: str | None = None) -> list[Rule]:
+    """``forgotten``: the table's erasure requests as an SQL relation (forget.audit_relation)."""
+    keys = ", ".join(ident(k) for k in tc.key_columns)
+    winner_order = Strategy(tc).winner_order_sql("lc_has_ver", "lc_ver", "lc_o")
     with_log_end = "(SELECT *, max(lc_o) OVER (PARTITION BY lc_p) AS lc_log_end FROM {batch})"
     not_log_end = _not_kept_as_log_end(ckpt) if tc.retain_log_end_record else "TRUE"
     rules = []
@@ -96,16 +99,25 @@ def build_rules(tc: TableConfig, ckpt: Checkpoint, now_ms: int, interval_ms: int
             f"the winner is right ({tc.strategy} strategy)",
             "no cleaned record is beaten under the table's strategy by another cleaned record of its key",
             f"SELECT {keys}, lc_p AS partition_id, lc_o AS offset_id FROM ("
-            f"SELECT *, row_number() OVER (PARTITION BY lc_p, lc_key ORDER BY lc_has_ver DESC, lc_ver DESC, lc_o DESC)"
+            f"SELECT *, row_number() OVER (PARTITION BY lc_p, lc_key ORDER BY {winner_order})"
             f" AS lc_rank FROM {with_log_end} WHERE ({clean})) WHERE lc_rank > 1 AND {not_log_end} "
             f"LIMIT {OFFENDING_ROWS}"))
         # Only the cleaned part: a keyless record an ingest appended since is dirty, the next run's to move.
         # A partition's log end stays, though copied to quarantine (rule 6: its highest offset never goes).
-        null_key = " OR ".join(f"`{k}` IS NULL" for k in tc.key_columns)
+        null_key = Strategy(tc).null_key_sql
         rules.append(Rule("no null keys outside quarantine",
                           "cleaned keyless records are moved to the quarantine table, except each partition's log end",
                           f"SELECT lc_p AS partition_id, lc_o AS offset_id FROM {with_log_end} WHERE ({null_key}) "
                           f"AND ({clean}) AND {not_log_end} LIMIT {OFFENDING_ROWS}"))
+    if forgotten:  # offending rows name the key by its hash only: results are kept and shown
+        rules.append(Rule(
+            "forgotten keys stay forgotten",
+            "no record of a key erased on request (lakecleaner forget) at or below its partition's highest "
+            "offset at the request; later records of the key are new data",
+            f"SELECT f.lc_forgotten_hash AS key_hash, b.lc_p AS partition_id, b.lc_o AS offset_id "
+            f"FROM (SELECT *, {key_hash_sql(tc)} AS lc_key_hash FROM {{batch}}) b JOIN {forgotten} f "
+            f"ON b.lc_key_hash = f.lc_forgotten_hash WHERE b.lc_o <= try_element_at(f.lc_forgotten_offsets, b.lc_p) "
+            f"LIMIT {OFFENDING_ROWS}"))
     rules.append(Rule("offsets unique per partition", "Kafka's contract: one record per (partition, offset)",
                       f"SELECT lc_p AS partition_id, lc_o AS offset_id, count(*) AS records FROM {{batch}} "
                       f"GROUP BY lc_p, lc_o HAVING count(*) > 1 LIMIT {OFFENDING_ROWS}"))
@@ -195,9 +207,10 @@ class QualitySuites:
         ckpt = Checkpoint.from_json(props.get(CHECKPOINT_PROPERTY))
         delay = evaluate_table(MetadataReader(cfg).read(ref.short), now_ms, cfg.defaults).max_compaction_delay_ms
         severity = dict(cfg.quality.severity)
-        rules = build_rules(tc, ckpt, now_ms, interval_ms, delay, cfg.quality.anomalous_share_max)
+        rules = build_rules(tc, ckpt, now_ms, interval_ms, delay, cfg.quality.anomalous_share_max,
+                            _forgotten(spark, cfg, ref))
 
-        fr = _Frames(tc)
+        fr = Frames(tc)
         batch_df = spark.table(ref.sql()).select(
             "*", fr.p.alias("lc_p"), fr.o.alias("lc_o"), fr.key.alias("lc_key"), fr.tomb.alias("lc_tomb"),
             fr.version.alias("lc_ver"), fr.has_version.alias("lc_has_ver"))
@@ -232,6 +245,13 @@ class QualitySuites:
         return summary
 
 
+def _forgotten(spark, cfg: LakecleanerConfig, ref: TableRef) -> str | None:
+    """The table's erasure requests, when any table was ever forgotten from (no audit table: none)."""
+    from .forget import audit_relation, audit_table
+
+    return audit_relation(cfg, ref.short) if spark.catalog.tableExists(audit_table(cfg).replace("`", "")) else None
+
+
 def validate_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None = None,
                    run_name: str | None = None, interval_ms: int = 15 * 60_000, raise_on_failure: bool = True) -> dict:
     """One table's suites in a context of its own, Data Docs rebuilt (see ``QualitySuites``)."""
@@ -239,20 +259,49 @@ def validate_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None
         return suites.validate(spark, table, now_ms, run_name, interval_ms, raise_on_failure)
 
 
+_EXPECTATION = None
+
+
+def _offending_rows_expectation():
+    """GX's UnexpectedRowsExpectation with one query per rule instead of two. GX runs each rule's
+    query twice, for the rows and again as SELECT COUNT(*) around it; our queries carry a LIMIT, so
+    the count says nothing the rows do not, and on a batch of small tables the second Spark job per
+    rule was a third of validation's time. Defined on first use: importing GX is slow."""
+    global _EXPECTATION
+    if _EXPECTATION is None:
+        from great_expectations.expectations import UnexpectedRowsExpectation
+
+        class ExpectNoOffendingRows(UnexpectedRowsExpectation):
+            """No row of the rule's query (at most its LIMIT are listed)."""
+            metric_dependencies = ("unexpected_rows_query.table",)
+
+            def _validate(self, metrics, runtime_configuration=None, execution_engine=None):
+                rows = metrics["unexpected_rows_query.table"]
+                metrics = {**metrics, "unexpected_rows_query.row_count": len(rows)}
+                return super()._validate(metrics, runtime_configuration, execution_engine)
+
+        _EXPECTATION = ExpectNoOffendingRows
+    return _EXPECTATION
+
+
 def _run_suite(ctx, source, name: str, rules: list[Rule], df, run_name: str, severity: dict) -> list[dict]:
     """One GX suite over one batch (a dataframe asset named ``name``); its result is kept in the
-    context's store, from which ``QualitySuites.close`` builds Data Docs."""
+    context's store, from which ``QualitySuites.close`` builds Data Docs. A rule's fail/warn is GX's
+    own expectation ``severity`` (critical/warning: what GX's renderers and actions read), and is
+    read back from each result's expectation configuration."""
     import great_expectations as gx
-    import great_expectations.expectations as gxe
     from great_expectations.core.run_identifier import RunIdentifier
+    from great_expectations.expectations.metadata_types import FailureSeverity
+
+    to_gx = {"fail": FailureSeverity.CRITICAL, "warn": FailureSeverity.WARNING}
 
     asset = next((a for a in source.assets if a.name == name), None) or source.add_dataframe_asset(name)
     batch = next(iter(asset.batch_definitions), None) or asset.add_batch_definition_whole_dataframe("whole table")
     suite = gx.ExpectationSuite(name=name)
     for rule in rules:
-        suite.add_expectation(gxe.UnexpectedRowsExpectation(
+        suite.add_expectation(_offending_rows_expectation()(
             unexpected_rows_query=rule.query, description=f"{rule.name}: {rule.description}",
-            meta={"rule": rule.name, "severity": severity.get(rule.name, "fail")}))
+            meta={"rule": rule.name}, severity=to_gx[severity.get(rule.name, "fail")]))
     suite = ctx.suites.add_or_update(suite)
     vd = ctx.validation_definitions.add_or_update(gx.ValidationDefinition(data=batch, suite=suite, name=name))
     checkpoint = ctx.checkpoints.add_or_update(gx.Checkpoint(
@@ -264,7 +313,8 @@ def _run_suite(ctx, source, name: str, rules: list[Rule], df, run_name: str, sev
     for res in list(run.run_results.values())[0].results:
         meta = res.expectation_config.meta or {}
         rows = (res.result or {}).get("details", {}).get("unexpected_rows") or []
-        outcome.append({"rule": meta.get("rule"), "severity": meta.get("severity", "fail"), "success": bool(res.success),
+        level = "fail" if res.expectation_config.severity == FailureSeverity.CRITICAL else "warn"
+        outcome.append({"rule": meta.get("rule"), "severity": level, "success": bool(res.success),
                         "description": by_name[meta.get("rule")].description,
                         "offending": [_plain(r) for r in rows[:OFFENDING_ROWS]]})
     return outcome

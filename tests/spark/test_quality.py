@@ -161,3 +161,27 @@ def test_tombstone_removed_before_its_retention_fails_tombstone_expiry(spark, la
     summary = validate_table(spark, lake_config, table_name, now_ms=later + 60_000, interval_ms=0)
     assert summary["success"], summary
     assert next(r for r in summary["rules"] if r["rule"].startswith("tombstone expiry: none removed early"))["success"]
+
+
+def test_a_warn_rule_is_gx_severity_warning_and_does_not_fail_the_validation(spark, lake_config, table_name):
+    """quality.severity is great-expectations' own expectation ``severity`` (warn -> warning, fail ->
+    critical), not a ``meta`` convention, and is read back from GX's result."""
+    import dataclasses
+
+    import great_expectations as gx
+
+    from lakecleaner.quality import quality_root
+
+    FRESHNESS = "freshness (max.compaction.lag.ms)"
+    cfg = dataclasses.replace(lake_config, quality=dataclasses.replace(lake_config.quality,
+                                                                       severity={FRESHNESS: "warn"}))
+    ref = create_compacted_table(spark, cfg, table_name, {"max.compaction.lag.ms": "1"})
+    append(spark, ref, _rows(0, 3))
+    summary = validate_table(spark, cfg, table_name, now_ms=int(time.time() * 1000) + 60_000)  # no QualityError
+    fresh = next(r for r in summary["rules"] if r["rule"] == FRESHNESS)
+    assert summary["success"] and summary["warnings"] == 1 and not fresh["success"] and fresh["severity"] == "warn"
+    assert {r["severity"] for r in summary["rules"] if r["rule"] != FRESHNESS} == {"fail"}
+    suite = gx.get_context(mode="file", project_root_dir=str(quality_root(cfg))).suites.get(ref.short)
+    levels = {e.meta["rule"]: (e.severity.value, tuple(e.meta)) for e in suite.expectations}
+    assert levels[FRESHNESS] == ("warning", ("rule",))
+    assert {v for k, v in levels.items() if k != FRESHNESS} == {("critical", ("rule",))}
