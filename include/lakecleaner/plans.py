@@ -203,30 +203,19 @@ def decide_keys(ctx: "RunContext", kmap, sums: list[dict]) -> KeyDecision:
     run's record always beats the cleaned ones, so the map decides alone. Under a versioned
     strategy the clean part's record of a run key (one per key: the clean-part invariant) may beat
     the run's (a late lower version): the clean part's identity and version columns are read once,
-    restricted to the run's keys by a broadcast semi-join, and the higher of the two wins."""
+    probed against the map's best records (broadcast), and only the few keys whose cleaned record
+    wins come back to the map, itself joined with them by broadcast: neither side is shuffled."""
     from pyspark.sql import functions as F
 
     strategy = ctx.fr.strategy
     none = F.lit(None).cast("bigint")
-    if not strategy.versioned or not ctx.has_clean:
+    if not strategy.versioned:
         decided = kmap.select("p", "key", "top_o", F.col("winner_o").alias("lc_keep"), none.alias("lc_protect"))
-        if not strategy.versioned:
-            return KeyDecision(decided, 0, sum(r["new_tombstones"] for r in sums), 0, {}, {})
-        kmap = kmap.withColumn("clean_best", F.lit(None).cast(kmap.schema["best"].dataType)).withColumn(
-            "clean_n", F.lit(0).cast("bigint"))
-    else:
-        rank = F.expr(strategy.winner_rank_sql())
-        keys = join_side(kmap.select("p", "key"), sum(r["keys"] for r in sums))
-        clean_best = (ctx.clean.join(keys, ["p", "key"], "left_semi").groupBy("p", "key")
-                      .agg(F.max(rank).alias("clean_best"), F.count("*").alias("clean_n")))
-        kmap = kmap.join(clean_best, ["p", "key"], "left")
-    clean_wins = F.coalesce(F.col("clean_best") > F.col("best"), F.lit(False))
-    kmap = kmap.withColumn("clean_o", F.col("clean_best.o"))
-    if ctx.expired_clean is not None:  # a clean winner past its tombstone horizon goes, with its losers
-        expired = ctx.expired_clean.select("p", F.col("o").alias("clean_o"), F.lit(True).alias("clean_expired"))
-        kmap = kmap.join(F.broadcast(expired), ["p", "clean_o"], "left")
-    else:
-        kmap = kmap.withColumn("clean_expired", F.lit(None).cast("boolean"))
+        return KeyDecision(decided, 0, sum(r["new_tombstones"] for r in sums), 0, {}, {})
+    n_keys = sum(r["keys"] for r in sums)
+    clean_read, wins = _clean_winners(ctx, kmap, n_keys)
+    kmap = kmap.join(join_side(wins, n_keys), ["p", "key"], "left")
+    clean_wins = F.col("clean_o").isNotNull()
     goes_expired = clean_wins & F.coalesce(F.col("clean_expired"), F.lit(False))
     # Rule 6: a partition's log end stays though it loses (a higher version earlier in the log); it
     # is then kept and recorded as retained. The run is a prefix, so the log end is a top_o.
@@ -235,17 +224,37 @@ def decide_keys(ctx: "RunContext", kmap, sums: list[dict]) -> KeyDecision:
         "p", "key", "top_o",
         F.when(goes_expired, none).when(clean_wins, F.col("clean_o")).otherwise(F.col("winner_o")).alias("lc_keep"),
         F.when(at_log_end, F.col("top_o")).alias("lc_protect"),
-        F.coalesce("clean_n", F.lit(0)).alias("clean_n"),
         F.when(goes_expired, F.col("clean_o")).alias("expired_o"),
         (~clean_wins & (F.col("winner_tomb") == 1)).alias("new_tombstone")))
     rows = decided.groupBy("p").agg(
-        F.sum("clean_n").alias("clean_n"), F.sum(F.col("new_tombstone").cast("int")).alias("new_tombstones"),
+        F.sum(F.col("new_tombstone").cast("int")).alias("new_tombstones"),
         F.count("expired_o").alias("expired"), F.max("expired_o").alias("expired_o"),
         F.max(F.when(~F.col("lc_protect").eqNullSafe(F.col("lc_keep")), F.col("lc_protect"))).alias("retained")).collect()
-    return KeyDecision(decided, sum(int(r["clean_n"] or 0) for r in rows),
+    return KeyDecision(decided, clean_read,
                         sum(int(r["new_tombstones"] or 0) for r in rows), sum(int(r["expired"] or 0) for r in rows),
                         {r["p"]: r["expired_o"] for r in rows if r["expired_o"] is not None},
                         {r["p"]: r["retained"] for r in rows if r["retained"] is not None})
+
+
+def _clean_winners(ctx: "RunContext", kmap, n_keys: int):
+    """(clean records of the run's keys read, the keys whose cleaned record beats the run's best:
+    that record's offset ``clean_o`` and whether it is a tombstone past its horizon)."""
+    from pyspark.sql import functions as F
+
+    if not ctx.has_clean:
+        empty = kmap.select("p", "key", F.lit(None).cast("bigint").alias("clean_o"),
+                            F.lit(None).cast("boolean").alias("clean_expired")).limit(0)
+        return 0, empty
+    rank = F.expr(ctx.fr.strategy.winner_rank_sql())
+    matched = ctx.hold(ctx.clean.join(join_side(kmap.select("p", "key", "best"), n_keys), ["p", "key"])
+                       .select("p", "key", rank.alias("clean_rank"), (rank > F.col("best")).alias("wins")))
+    read = matched.count()
+    wins = (matched.where("wins").groupBy("p", "key").agg(F.max("clean_rank").alias("clean_rank"))
+            .select("p", "key", F.col("clean_rank.o").alias("clean_o")))
+    if ctx.expired_clean is None:
+        return read, wins.withColumn("clean_expired", F.lit(None).cast("boolean"))
+    expired = ctx.expired_clean.select("p", F.col("o").alias("clean_o"), F.lit(True).alias("clean_expired"))
+    return read, wins.join(expired, ["p", "clean_o"], "left")
 
 
 def key_map_plan(ctx: "RunContext", kmap=None, sums=None) -> "KeyMapPlan":

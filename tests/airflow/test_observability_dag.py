@@ -5,7 +5,9 @@ cleaning application on a throwaway Hadoop warehouse):
   sends Kafka's cleaner metrics to a UDP socket this test listens on;
 - a real notifier class configured in the YAML (``recording_notifier.RecordingNotifier``) gets a
   new uncleanable mark, a failed fail-severity quality rule and a table still past its lag;
-- the compacted table gets an asset event (read back from Airflow's database) through the alias.
+- the compacted table gets an asset event (read back from Airflow's database) through the alias;
+- the run's `forget` param erases a key of a fourth, already clean table before evaluation (audited
+  by hash), and the evaluate task records the evaluation the UI pages present.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ pytestmark = [pytest.mark.airflow, pytest.mark.spark,
               pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")]
 
 CATALOG = "obstest"  # its own catalog and warehouse
-GOOD, FAILING, DUPES = "o.good", "o.failing_late", "o.dupes"
+GOOD, FAILING, DUPES, FORGET = "o.good", "o.failing_late", "o.dupes", "o.forget_me"
 
 
 def _rows(start, n, keys=5):
@@ -148,10 +150,15 @@ def run(spark, obs_config, statsd, dagbag):
     ref = create_compacted_table(spark, cfg, DUPES, props)
     append(spark, ref, _rows(0, 10) + [{"key": "other", "offset": 9, "partition": 0, "value": "x"}])  # 2 winners at 9
 
+    ref = create_compacted_table(spark, cfg, FORGET, {**props, "min.cleanable.dirty.ratio": "0.99"})
+    append(spark, ref, _rows(0, 20))  # keys k0..k4; clean after this run: nothing for the DAG to compact
+    compact_table(spark, cfg, FORGET, now_ms=int(time.time() * 1000))
+
     built = dt.datetime.now(dt.timezone.utc)
     tick = built.replace(second=0, microsecond=0) + dt.timedelta(minutes=15 - built.minute % 15)
     dr = dagbag.dags["lakecleaner"].test(logical_date=tick, run_conf={
-        "tables": [], "force": False, "dry_run": False, "clear_uncleanable": []})
+        "tables": [], "force": False, "dry_run": False, "clear_uncleanable": [],
+        "forget": [{"table": FORGET, "keys": ["k1"]}]})
     time.sleep(0.5)  # the last datagrams
     return dr, int(tick.timestamp() * 1000), alerts
 
@@ -208,3 +215,26 @@ def test_the_compacted_table_gets_an_asset_event_with_the_runs_figures(run):
     extra = events[0][1]
     assert extra["table"] == GOOD and extra["catalog"] == CATALOG and extra["now_ms"] == now_ms
     assert extra["removed_superseded"] == 35 and extra["records_read"] == 40
+
+
+def test_the_forget_param_erases_the_key_before_evaluation_and_audits_its_hash(run, spark, obs_config):
+    from lakecleaner.catalog import TableRef
+    from lakecleaner.forget import read_audit
+
+    cfg, _ = obs_config
+    ref = TableRef.parse(FORGET, cfg.catalog.name)
+    spark.sql(f"REFRESH TABLE {ref.sql()}")
+    keys = sorted(r["key"] for r in spark.table(ref.sql()).collect())
+    assert keys == ["k0", "k2", "k3", "k4"]  # one record per key after the setup's compaction; k1 erased
+    (audit,) = read_audit(spark, cfg, FORGET)
+    assert audit["removed_records"] == 1 and audit["key_hash"] and "k1" not in json.dumps(audit, default=str)
+
+
+def test_the_evaluate_task_records_the_evaluation_the_pages_present(run, obs_config):
+    from lakecleaner.scheduler import last_evaluation
+
+    cfg, _ = obs_config
+    _, now_ms, _ = run
+    recorded = last_evaluation(cfg)
+    assert recorded is not None and recorded.now_ms == now_ms
+    assert {r["table"] for r in recorded.tables} == {GOOD, FAILING, DUPES, FORGET}
