@@ -160,6 +160,7 @@ def test_the_cli_forgets_through_spark_submit(spark, lake_config, config_file, t
     assert proc.returncode == 0, proc.stderr[-3000:]
     [line] = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert line["status"] == "forgotten" and line["removed_records"] == 2 and line["deadline_ms"] is None
+    spark.sql(f"REFRESH TABLE {ref.sql()}")  # this session's catalog caches the table (30 s); another JVM deleted
     assert [(r["tenant"], r["id"]) for r in spark.table(ref.sql()).collect()] == [(7, 43)]
     proc = subprocess.run([sys.executable, "-m", "lakecleaner.cli", "--config", str(config_file), "forget", table_name,
                            "--key", "tenant=7,nope=1"], capture_output=True, text=True)
