@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +40,7 @@ class RunContext:
 
 
 @dataclass
-class Plan:
+class Plan(ABC):
     """A decided run: what it removes as expired tombstones, the tombstones it newly cleans, the log
     ends it keeps though they lose (rule 6); ``commit`` deletes with one MERGE, ``figures`` says
     what went."""
@@ -49,16 +50,19 @@ class Plan:
     new_retained: dict
 
     def guard(self, appends: list[int], current: int | None) -> None:
-        """Called before committing with the appends since the pinned snapshot; raise to stop."""
+        """Called before committing with the appends since the pinned snapshot; raise to stop.
+        By default nothing stops a plan: the ranked path deletes by exact identity, so records
+        appended meanwhile cannot be matched."""
+        return None
 
+    @abstractmethod
     def commit(self, run_id: str) -> bool:
         """Delete what the plan removes; False when there was nothing to delete (no commit)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def figures(self, summary: dict | None) -> tuple[int, int]:
         """(removed as superseded, records read), from the commit's snapshot summary, or for a dry
         run (summary None) without committing."""
-        raise NotImplementedError
 
 
 @dataclass
