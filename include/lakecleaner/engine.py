@@ -10,10 +10,10 @@ partition in offset order). Phase 2 has two forms:
   versioned one the clean part's version of each run key is read once first (a late lower version
   loses to its cleaned winner). When the whole dirty part is the run (nothing too young, within
   budget), phase 1 builds the map directly;
-- the ranked path, only where a run must remove records by exact identity: bad records to move to
-  quarantine, or a log end an earlier run kept (rule 6). It looks the run's keys up in the clean
-  part, ranks every candidate, and deletes the losers, expired tombstones and bad records with one
-  MERGE.
+  Bad records to move to quarantine (rule 7) join the same MERGE by their exact identity;
+- the ranked path, only where a run must re-examine a log end an earlier run kept (rule 6). It
+  looks the run's keys up in the clean part, ranks every candidate, and deletes the losers,
+  expired tombstones and bad records with one MERGE.
 Nothing is held in driver memory but per-partition figures and, below BROADCAST_ROWS_MAX rows, the
 broadcast side of a join; joins, aggregations and windows spill, so memory is bounded.
 
@@ -155,19 +155,20 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
     try:
         bad = _bad_records(start, held)
         phase("bad_rows_s")
-        key_map_run = not start.retained and not bad.n
+        key_map_run = not start.retained
         rng = _run_range(spark, start, held, key_map_run)
         phase("dirty_s")
         ctx, kept_bad, ends = _clean_side(spark, start, held, rng, bad)
         # Phase 2. Kafka's own algorithm: a map of the run's keys, and one MERGE that reads the table
-        # once (a versioned strategy first reads the clean part's versions of the run's keys). Bad
-        # records to quarantine, or a log end kept by an earlier run, take the ranked path instead.
+        # once (a versioned strategy first reads the clean part's versions of the run's keys); bad
+        # records to quarantine are matched by the same MERGE. A log end kept by an earlier run
+        # takes the ranked path instead.
+        bad_rows = bad.rows.where(~at_positions(start.fr.p, start.fr.o, kept_bad)) if bad.n else None
         if key_map_run:
-            plan = plans.key_map_plan(ctx, rng.kmap, rng.kmap_sums)
+            plan = plans.key_map_plan(ctx, rng.kmap, rng.kmap_sums, bad_rows, bad.n - len(kept_bad))
             bytes_read = sum(f["size"] for f in start.files)  # its MERGE reads every file (keys and offsets)
         else:
-            removed_bad = bad.rows.where(~at_positions(start.fr.p, start.fr.o, kept_bad)) if bad.n else None
-            plan = plans.ranked_plan(ctx, start.retained, removed_bad, bad.n - len(kept_bad))
+            plan = plans.ranked_plan(ctx, start.retained, bad_rows, bad.n - len(kept_bad))
             bytes_read = bytes_scanned(start.files, start.ckpt_offsets, start.tc.partition_column is None)
         phase("plan_s")
         new_ckpt = start.ckpt.advanced(now_ms, start.external(ends), start.external({**plan.new_retained, **kept_bad}),

@@ -3,9 +3,10 @@
 - The key map (``key_map_plan``), for every strategy: Kafka's own cleaner. Each run key's record
   that stays by KIP-280's keep rule, then one MERGE deleting every other record of the key up to
   its highest offset in the run. A versioned strategy first reads the clean part's versions of the
-  run's keys once (``decide_keys``): a late lower version loses to its cleaned winner.
-- The ranked path (``ranked_plan``), only where records must go by exact identity: bad records to
-  move to quarantine, or a log end an earlier run kept. Every candidate is ranked by the same rule.
+  run's keys once (``decide_keys``): a late lower version loses to its cleaned winner. Bad records
+  going to quarantine join the MERGE's source by their exact identity.
+- The ranked path (``ranked_plan``), only where a log end an earlier run kept must be examined
+  again (rule 6). Every candidate is ranked by the same rule.
 """
 from __future__ import annotations
 
@@ -180,8 +181,9 @@ def key_map(in_run, strategy: Strategy):
 
 
 def key_map_sums(kmap) -> list[dict]:
-    """Per partition of a key map: its last offset, records, keys, anomalous records, and (offset
-    strategy, where the run's winner is final) winning tombstones."""
+    """Per partition of a key map: its last offset, records, keys, anomalous records, and the keys
+    whose run winner is a tombstone (final under the offset strategy; a versioned strategy takes
+    off those whose cleaned record wins, decide_keys)."""
     from pyspark.sql import functions as F
 
     return [{k: int(v or 0) for k, v in r.asDict().items()} for r in kmap.groupBy("p").agg(
@@ -218,26 +220,26 @@ def decide_keys(ctx: "RunContext", kmap, sums: list[dict]) -> KeyDecision:
         return KeyDecision(decided, 0, sum(r["new_tombstones"] for r in sums), 0, {}, {})
     n_keys = sum(r["keys"] for r in sums)
     clean_read, wins = _clean_winners(ctx, kmap, n_keys)
-    kmap = kmap.join(join_side(wins, n_keys), ["p", "key"], "left")
+    flagged = kmap.join(join_side(wins, n_keys), ["p", "key"], "left").join(ctx.log_end_df, "p", "left")
     clean_wins = F.col("clean_o").isNotNull()
     goes_expired = clean_wins & F.coalesce(F.col("clean_expired"), F.lit(False))
+    keep = F.when(goes_expired, none).when(clean_wins, F.col("clean_o")).otherwise(F.col("winner_o"))
     # Rule 6: a partition's log end stays though it loses (a higher version earlier in the log); it
     # is then kept and recorded as retained. The run is a prefix, so the log end is a top_o.
     at_log_end = F.lit(ctx.tc.retain_log_end_record) & (F.col("top_o") == F.col("log_end"))
-    decided = ctx.hold(kmap.join(ctx.log_end_df, "p", "left").select(
-        "p", "key", "top_o",
-        F.when(goes_expired, none).when(clean_wins, F.col("clean_o")).otherwise(F.col("winner_o")).alias("lc_keep"),
-        F.when(at_log_end, F.col("top_o")).alias("lc_protect"),
-        F.when(goes_expired, F.col("clean_o")).alias("expired_o"),
-        (~clean_wins & (F.col("winner_tomb") == 1)).alias("new_tombstone")))
-    rows = decided.groupBy("p").agg(
-        F.sum(F.col("new_tombstone").cast("int")).alias("new_tombstones"),
-        F.count("expired_o").alias("expired"), F.max("expired_o").alias("expired_o"),
-        F.max(F.when(~F.col("lc_protect").eqNullSafe(F.col("lc_keep")), F.col("lc_protect"))).alias("retained")).collect()
-    return KeyDecision(decided, clean_read,
-                        sum(int(r["new_tombstones"] or 0) for r in rows), sum(int(r["expired"] or 0) for r in rows),
-                        {r["p"]: r["expired_o"] for r in rows if r["expired_o"] is not None},
-                        {r["p"]: r["retained"] for r in rows if r["retained"] is not None})
+    protect = F.when(at_log_end, F.col("top_o"))
+    decided = flagged.select("p", "key", "top_o", keep.alias("lc_keep"), protect.alias("lc_protect"))
+    # The figures need only the few keys whose cleaned record wins and each partition's log end:
+    # one small job, and the decision itself stays a lazy join the MERGE evaluates.
+    rows = flagged.where(clean_wins | at_log_end).groupBy("p").agg(
+        F.sum(F.when(clean_wins, F.col("winner_tomb"))).alias("lost_tombstones"),
+        F.count(F.when(goes_expired, F.col("clean_o"))).alias("expired"),
+        F.max(F.when(goes_expired, F.col("clean_o"))).alias("expired_o"),
+        F.max(F.when(at_log_end & ~protect.eqNullSafe(keep), F.col("top_o"))).alias("retained")).collect()
+    new_tombstones = sum(r["new_tombstones"] for r in sums) - sum(int(r["lost_tombstones"] or 0) for r in rows)
+    return KeyDecision(decided, clean_read, new_tombstones, sum(int(r["expired"] or 0) for r in rows),
+                       {r["p"]: r["expired_o"] for r in rows if r["expired_o"] is not None},
+                       {r["p"]: r["retained"] for r in rows if r["retained"] is not None})
 
 
 def _clean_winners(ctx: "RunContext", kmap, n_keys: int):
@@ -261,12 +263,13 @@ def _clean_winners(ctx: "RunContext", kmap, n_keys: int):
     return read, wins.join(expired, ["p", "clean_o"], "left")
 
 
-def key_map_plan(ctx: "RunContext", kmap=None, sums=None) -> "KeyMapPlan":
+def key_map_plan(ctx: "RunContext", kmap=None, sums=None, bad_rows=None, n_bad: int = 0) -> "KeyMapPlan":
     """Kafka's cleaner, for every strategy: a map of the run's keys to the offset each keeps, then
     one MERGE deleting every other record of the key up to its highest offset in the run, cleaned or
     dirty, reading the table once. No record of the run's range is above that offset (the run is a
     prefix of each partition), so nothing past the run is touched. Expired tombstones whose key has
-    no record in the run join the map alone (from = through = their offset, nothing kept)."""
+    no record in the run join the map alone (from = through = their offset, nothing kept), and so do
+    ``bad_rows``, the ``n_bad`` bad records that go to quarantine (rule 7), by their exact identity."""
     from pyspark.sql import functions as F
 
     tc = ctx.tc
@@ -284,13 +287,23 @@ def key_map_plan(ctx: "RunContext", kmap=None, sums=None) -> "KeyMapPlan":
         source = source.unionByName(expiry.removals)
     raw = [("lc_p", F.col("p"))] if tc.partition_column else []  # p is the partition as bigint
     raw += [(f"lc_k{i}", F.col("key").getField(f"k{i}")) for i in range(len(tc.key_columns))]
-    source = source.select(*[c.alias(n) for n, c in raw], "lc_from", "lc_through", "lc_keep", "lc_protect")
-    source = source.withColumn("lc_hash", F.xxhash64(*[F.col(n) for n, _ in raw]))
+    source = source.select(*[c.alias(n) for n, c in raw], "lc_from", "lc_through", "lc_keep", "lc_protect",
+                           F.lit(False).alias("lc_keyless"))
+    if n_bad:
+        fr, none = ctx.fr, F.lit(None).cast("bigint")
+        source = source.unionByName(bad_rows.select(
+            *([fr.p.alias("lc_p")] if tc.partition_column else []),
+            *[c.alias(f"lc_k{i}") for i, c in enumerate(fr.k_raw)], fr.o.alias("lc_from"), fr.o.alias("lc_through"),
+            none.alias("lc_keep"), none.alias("lc_protect"), F.expr(fr.strategy.null_key_sql).alias("lc_keyless")))
+    # A keyless record hashes with its offset too (see _key_map_merge_on); a keyed one without it.
+    source = source.withColumn("lc_hash", F.xxhash64(*[F.col(n) for n, _ in raw],
+                                                     F.when(F.col("lc_keyless"), F.col("lc_from"))))
     expired = keys.expired + expiry.expired
+    n_source = ctx.n_run + expired + n_bad
     return KeyMapPlan(expired, expired_by_partition, keys.new_tombstones, keys.retained, ctx=ctx,
-                      source=join_side(source, ctx.n_run + expired), on=_key_map_merge_on(tc, [n for n, _ in raw]),
-                      n_source=ctx.n_run + expired, read=ctx.n_run + keys.clean_read + expiry.read,
-                      dirty_superseded=ctx.n_run - sum(r["keys"] for r in sums), expiry_read=expiry.read)
+                      source=join_side(source, n_source), on=_key_map_merge_on(tc, [n for n, _ in raw]),
+                      n_source=n_source, read=ctx.n_run + keys.clean_read + expiry.read,
+                      dirty_superseded=ctx.n_run - sum(r["keys"] for r in sums), expiry_read=expiry.read, n_bad=n_bad)
 
 
 @dataclass
@@ -324,16 +337,23 @@ def _key_map_merge_on(tc: TableConfig, source_key_columns: list[str]) -> str:
     row's [lc_from, lc_through], and it is neither the kept record nor a protected log end. One
     64-bit hash of partition and key is the join key; the columns themselves are checked with >=
     and <= rather than '=' (Spark makes every '=' a hash key, and a join on one long probes far
-    faster than on strings: 3.8 s against 5.5 s for 20M rows in benchmarks/)."""
+    faster than on strings: 3.8 s against 5.5 s for 20M rows in benchmarks/). Bad records (rule 7)
+    match by their exact identity, nulls equal to nulls: a keyless one's hash takes its offset in,
+    so a partition's keyless records do not all share one hash bucket."""
+    strategy = Strategy(tc)
     target_cols = ([tc.partition_column] if tc.partition_column else []) + list(tc.key_columns)
+    t_o = f"t.{ident(tc.offset_column)}"
     hashed = [f"CAST(t.{ident(tc.partition_column)} AS BIGINT)"] if tc.partition_column else []
     hashed += [f"t.{ident(c)}" for c in tc.key_columns]  # the same values and types as the source's
-    t_o = f"t.{ident(tc.offset_column)}"
+    hashed.append(f"CASE WHEN {strategy.null_key_of('t.')} THEN CAST({t_o} AS BIGINT) END")
+
+    def same(t: str, s: str, low: str | None = None) -> str:  # t = s (or inside [low, s]), null = null
+        return f"({t} >= {low or s} AND {t} <= {s} OR {t} IS NULL AND {low or s} IS NULL)"
+
     return " AND ".join([f"xxhash64({', '.join(hashed)}) = s.lc_hash"]
-                        + [f"t.{ident(c)} >= s.{n} AND t.{ident(c)} <= s.{n}"
-                           for c, n in zip(target_cols, source_key_columns)]
-                        + [f"{t_o} >= s.lc_from AND {t_o} <= s.lc_through",
-                           f"NOT ({t_o} <=> s.lc_keep) AND NOT ({t_o} <=> s.lc_protect)"])
+                        + [same(f"t.{ident(c)}", f"s.{n}") for c, n in zip(target_cols, source_key_columns)]
+                        + [same(t_o, "s.lc_through", "s.lc_from"),
+                           f"coalesce({t_o} <> s.lc_keep, TRUE) AND coalesce({t_o} <> s.lc_protect, TRUE)"])
 
 
 @dataclass
@@ -346,6 +366,7 @@ class KeyMapPlan(Plan):
     read: int = 0  # versioned strategies: run records, clean records of run keys, expired tombstones read
     dirty_superseded: int = 0  # run records below their key's winner
     expiry_read: int = 0
+    n_bad: int = 0  # bad records the MERGE removes (to quarantine)
 
     def commit(self, run_id: str) -> bool:
         if not self.n_source:
@@ -364,7 +385,7 @@ class KeyMapPlan(Plan):
             # net of delete files the commit replaced: Iceberg folds a data file's earlier
             # position deletes into the new delete file (and reports those as removed)
             matched = int(summary.get("added-position-deletes", 0)) - int(summary.get("removed-position-deletes", 0))
-        superseded = max(matched - self.expired, 0)
+        superseded = max(matched - self.expired - self.n_bad, 0)
         if not ctx.tc.versioned:  # every clean record of a run key is superseded: the MERGE counted them
             return superseded, ctx.n_run + (superseded - self.dirty_superseded) + self.expiry_read
         return superseded, self.read

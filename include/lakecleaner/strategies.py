@@ -117,7 +117,11 @@ class Strategy:
 
     @property
     def null_key_sql(self) -> str:
-        return " OR ".join(f"{ident(k)} IS NULL" for k in self.tc.key_columns)
+        return self.null_key_of("")
+
+    def null_key_of(self, qualifier: str) -> str:
+        """SQL: the key is null (rule 7), over the key columns prefixed with ``qualifier``."""
+        return " OR ".join(f"{qualifier}{ident(k)} IS NULL" for k in self.tc.key_columns)
 
     @property
     def bad_conditions(self) -> list[tuple[str, str]]:

@@ -44,7 +44,7 @@ record_fields = {
     "ver": st.one_of(st.none(), st.integers(0, 3)),
 }
 record = st.fixed_dictionaries(record_fields)
-# Without keyless rows a run takes the key map (the ranked path is for runs with bad records).
+# Without keyless rows no record goes to quarantine.
 keyed_record = st.fixed_dictionaries({**record_fields, "key": st.sampled_from([k for k in KEYS if k])})
 
 
@@ -146,7 +146,8 @@ def test_offset_map_over_budget_and_within_agree_with_the_model(spark, lake_conf
     prebuilt_seen = []
     plan = plans.key_map_plan
     monkeypatch.setattr(plans, "key_map_plan",
-                        lambda ctx, omap=None, sums=None: prebuilt_seen.append(omap is not None) or plan(ctx, omap, sums))
+                        lambda ctx, omap=None, sums=None, *bad: prebuilt_seen.append(omap is not None)
+                        or plan(ctx, omap, sums, *bad))
     rec = lambda key, p, value="x": {"key": key, "partition": p, "timestamp": 1, "headers": None,  # noqa: E731
                                      "tombstone": None, "value": value, "ver": None}
     batches = [[rec("a", 0), rec("b", 1), rec("a", 0), rec("c", 0), rec("b", 1)],  # 5: over the budget of 4
@@ -219,3 +220,40 @@ def _check_against_model(spark, lake_config, scenario):
         model_ckpt = expected.checkpoint
     spark.sql(f"DROP TABLE IF EXISTS {ref.sql()} PURGE")
     spark.sql(f"DROP TABLE IF EXISTS {TableRef.parse(table + '__quarantine', lake_config.catalog.name).sql()} PURGE")
+
+
+@pytest.mark.parametrize("strategy", ["offset", "timestamp"])
+def test_bad_records_of_every_kind_leave_through_the_key_map(spark, lake_config, strategy, monkeypatch):
+    """Rule 7 inside the key map's MERGE: keyless records (one a partition's log end), a null offset,
+    a null partition, among keyed records of the same partitions and offsets.
+    Survivors, figures and the quarantine are the model's; the ranked path is not taken."""
+    from lakecleaner import plans
+
+    ranked, taken = plans.ranked_plan, []
+    monkeypatch.setattr(plans, "ranked_plan", lambda *a, **kw: taken.append(1) or ranked(*a, **kw))
+    table = f"t.bad_key_map_{strategy}"
+    ref = create_compacted_table(spark, lake_config, table, {
+        "compaction.strategy": strategy, "compaction.retain.log.end.record": "true", "delete.retention.ms": 0,
+        "min.compaction.lag.ms": 0}, schema=SCHEMA, partition_by="partition")
+    rec = lambda key, p, o, ts=1, value="x": {"key": key, "partition": p, "offset": o, "timestamp": ts,  # noqa: E731
+                                              "headers": None, "tombstone": None, "value": value, "ver": None}
+    append(spark, ref, [rec("a", 0, 0), rec(None, 0, 1), rec("a", 0, 2, ts=0),
+                        rec("b", 1, 0), rec("b", 1, None), rec("b", None, 3), rec("a", 1, 1), rec(None, 1, 2)],
+           SCHEMA)
+    append(spark, ref, [rec("a", 0, 3), rec("b", 1, 3, value=None), rec(None, 0, 4), rec("c", 0, 5),
+                        rec(None, 1, 4)], SCHEMA)
+    ranked_runs = []
+    for late in (1, 10**7):
+        records, tc = read_model_records(spark, lake_config, table)
+        now = max(r.appended_at_ms for r in records) + late
+        stored = spark.sql(f"SHOW TBLPROPERTIES {ref.sql()}").where(f"key = '{CHECKPOINT_PROPERTY}'").collect()
+        expected = compact(records, Checkpoint.from_json(stored[0]["value"] if stored else None), tc, now)
+        stats = compact_table(spark, lake_config, table, now_ms=now)
+        assert _survivor_ids(spark, ref, True) == sorted(r.id for r in expected.survivors(records)), stats
+        for figure in ("removed_superseded", "removed_expired_tombstones", "quarantined", "records_read",
+                       "records_kept"):
+            assert stats[figure] == expected.stats[figure], (figure, stats, expected.stats)
+        ranked_runs.append(bool(taken))
+    quarantine = spark.table(TableRef.parse(table + "__quarantine", lake_config.catalog.name).sql())
+    assert quarantine.count() == 6  # each bad record once; the keyless log end (1, 4) is copied, kept
+    assert ranked_runs == [False, True]  # the second run examines the kept log end again, ranked

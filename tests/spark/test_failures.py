@@ -256,7 +256,7 @@ def test_not_a_compacted_table_is_refused(spark, lake_config, table_name):
 
 
 @pytest.mark.parametrize("props,null_key_every", [({}, 11), ({}, 0), ({"compaction.strategy": "timestamp"}, 0)],
-                         ids=["ranked, with bad rows", "offset map", "ranked"])
+                         ids=["offset, with bad rows", "offset", "timestamp"])
 def test_dry_run_reports_the_same_figures_and_commits_nothing(spark, lake_config, table_name, props, null_key_every):
     ref = _filled(spark, lake_config, table_name, props, null_key_every=null_key_every)
     now = int(time.time() * 1000)
