@@ -88,7 +88,7 @@ def clean_tables(spark, cfg: LakecleanerConfig, request: BatchRequest,
             suites = _NoSuites(f"the data-quality context cannot be opened: {type(exc).__name__}: {exc}")
     if "compact" in request.steps:
         ensure_history_table(spark, cfg)  # once, before tables race to create it
-    small_settings = _small_table_settings(spark, cfg, request.tables, emit)
+    codegen_off = _choose_codegen(spark, cfg, request.tables, emit)
     workers = max(1, min(workers or cfg.cleaner.application_threads, len(request.tables)))
     try:
         with ThreadPoolExecutor(workers, thread_name_prefix="lakecleaner-table") as pool:
@@ -101,33 +101,27 @@ def clean_tables(spark, cfg: LakecleanerConfig, request: BatchRequest,
             except Exception as exc:  # noqa: BLE001 - the results are kept; only the rendered pages are stale
                 emit(f"lakecleaner: could not rebuild Data Docs: {type(exc).__name__}: {exc}")
         run.finish()
-        for key in small_settings:  # leave the caller's session as it was
-            spark.conf.unset(key)
+        if codegen_off:  # leave the caller's session as it was
+            spark.conf.unset(CODEGEN)
     return run.ordered()
 
 
-# Settings for an application whose tables are all small, where Spark's fixed costs per query are
-# the whole cost. Whole-stage code generation compiles every new query plan (Janino), which costs
-# more than it saves on small tables: a 20K-record table's whole chain, warm, took 8.8 s with it and
-# 7.0 s without (medians of six tables, one at a time). Adaptive query execution runs each shuffle
-# stage as a job of its own to re-plan between them, which small inputs never need: a versioned
-# table's compaction takes 18 Spark jobs instead of 30 (four warm 20K-record tables: 13.1 s ->
-# 11.5 s). A large table needs both (its scans and joins run several times faster; its shuffles
-# are coalesced), so an application changes them only when every table it takes is below this.
+# Whole-stage code generation compiles every new query plan (Janino), which costs more than it saves
+# on small tables: a 20K-record table's whole chain, warm, took 8.8 s with it and 7.0 s without
+# (medians of six tables, one at a time). A large table needs it (its scans and joins run several
+# times faster), so an application turns it off only when every table it takes is below this.
 SMALL_TABLE_BYTES = 32 * 2**20
+
+
 CODEGEN = "spark.sql.codegen.wholeStage"
-SMALL_TABLE_SETTINGS = {CODEGEN: "false", "spark.sql.adaptive.enabled": "false"}
 
 
-def _small_table_settings(spark, cfg: LakecleanerConfig, tables: tuple[str, ...], emit) -> list[str]:
-    """Apply SMALL_TABLE_SETTINGS to an application of small tables, each unless the operator set
-    it; returns the settings it changed (to unset afterwards)."""
+def _choose_codegen(spark, cfg: LakecleanerConfig, tables: tuple[str, ...], emit) -> bool:
+    """Turn whole-stage code generation off for an application of small tables; True if it did."""
     from .catalog import TableRef, snapshot_summary
 
-    chosen = [k for k, v in SMALL_TABLE_SETTINGS.items()
-              if k not in cfg.spark.conf and spark.conf.get(k, "true").lower() == "true"]
-    if not chosen:
-        return []  # the operator decided
+    if CODEGEN in cfg.spark.conf or spark.conf.get(CODEGEN, "true").lower() != "true":
+        return False  # the operator decided
     largest = 0
     for table in tables:
         try:
@@ -136,12 +130,10 @@ def _small_table_settings(spark, cfg: LakecleanerConfig, tables: tuple[str, ...]
             continue
         largest = max(largest, int(summary.get("total-files-size", 0)))
     if largest > SMALL_TABLE_BYTES:
-        return []
-    for key in chosen:
-        spark.conf.set(key, SMALL_TABLE_SETTINGS[key])
-    emit(f"lakecleaner: every table is at most {SMALL_TABLE_BYTES // 2**20} MB: "
-         + ", ".join(f"{k}={SMALL_TABLE_SETTINGS[k]}" for k in chosen))
-    return chosen
+        return False
+    spark.conf.set(CODEGEN, "false")
+    emit(f"lakecleaner: every table is at most {SMALL_TABLE_BYTES // 2**20} MB: whole-stage code generation off")
+    return True
 
 
 class _NoSuites:
