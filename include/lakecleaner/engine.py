@@ -356,6 +356,8 @@ def _commit(spark, cfg: LakecleanerConfig, start: RunStart, bad: BadRecords, rem
     ref, fr = start.ref, start.fr
     current, appends = catalog.check_no_concurrent_cleaner(spark, ref, start.snapshot)
     plan.guard(appends, current)
+    if removed_bad and appends:
+        _guard_null_offsets(spark, start, appends, current)
     if bad.quarantined:  # not those an earlier run copied and kept as the log end
         _quarantine(spark, cfg, ref, bad.rows.where(~at_positions(fr.p, fr.o, start.retained)), run_id, start.now_ms)
     fail_point("after_quarantine")
@@ -386,6 +388,21 @@ def _commit(spark, cfg: LakecleanerConfig, start: RunStart, bad: BadRecords, rem
         if not merged:
             raise
         raise CommittedRunError(ref.short, result, exc) from exc
+
+
+def _guard_null_offsets(spark, start: RunStart, appends: list[int], current: int | None) -> None:
+    """Bad records leave by their identity, and a null offset does not tell two records of one key
+    apart: a record with a null offset appended during the run would be removed with the one the run
+    copied to quarantine, never copied itself. Stop if an appended file may hold one (whatever its
+    other offsets: the plans' own guards look at offset bounds, which leave nulls out)."""
+    added = set(appends)
+    late = [f["_file"] for f in data_files(spark, start.ref, start.tc, current)
+            if f["snapshot_id"] in added and (f["o_nulls"] is None or f["o_nulls"] > 0)]
+    if late:
+        raise CompactionError(start.ref.short, f"{len(late)} data file(s) appended during the run may hold records "
+                                               f"with a null offset (e.g. {late[0]}), which the run's removal of bad "
+                                               f"records would match unseen; nothing committed, the next run "
+                                               f"includes them")
 
 
 def _record_figures(result: dict, read: int, superseded: int, expired: int, bad_removed: int, phase) -> None:

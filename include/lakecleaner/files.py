@@ -63,7 +63,8 @@ def dirty_split_size(files, ckpt_offsets: dict, unpartitioned: bool, read_split:
 def data_files(spark, ref: TableRef, tc: TableConfig, snapshot: int,
                 expired_times: dict[int, int] | None = None) -> list:
     """Live data files at ``snapshot`` with what the run needs from Iceberg's metrics: offset and
-    partition bounds, null counts of the identity columns (unknown where a column has no metrics),
+    partition bounds, null counts of the identity columns (unknown where a column has no metrics)
+    and of the offset column alone (``o_nulls``, None: unknown),
     size, and the commit time of the snapshot that added each (the records' append time; from
     ``expired_times``, see append_times, once maintenance expired that snapshot)."""
     from pyspark.sql import functions as F
@@ -84,6 +85,8 @@ def data_files(spark, ref: TableRef, tc: TableConfig, snapshot: int,
                       for n, c in (("o", tc.offset_column), ("p", tc.partition_column)) if c
                       for b in ("lower_bound", "upper_bound")],
                     F.greatest(*[F.abs(c) for c in null_counts], F.lit(0), F.lit(0)).alias("identity_nulls"),
+                    (F.col("readable_metrics").getField(tc.offset_column).getField("null_value_count")
+                     if tc.offset_column in with_metrics else F.lit(None).cast("bigint")).alias("o_nulls"),
                     F.greatest(*[c.isNull() for c in null_counts], F.lit(len(null_counts) < len(identity)),
                                F.lit(False)).alias("identity_nulls_unknown"))
             .join(spark.table(ref.meta("snapshots")).select("snapshot_id", F.expr("unix_millis(committed_at)").alias("at")),

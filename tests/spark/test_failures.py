@@ -400,3 +400,32 @@ def test_a_quarantine_created_by_another_cleaner_meanwhile_keeps_its_rows(spark,
     assert stats["status"] == "committed" and stats["quarantined"] == 2
     quarantined = sorted(r["offset"] for r in spark.table(ref.sql("__quarantine")).select("offset").collect())
     assert quarantined == [0, 5, 10, 15]
+
+
+def test_a_null_offset_record_appended_during_a_run_is_not_removed_unseen(spark, lake_config, table_name,
+                                                                           monkeypatch):
+    """A bad record with a null offset leaves by (partition, key, null offset): another record of
+    that key with a null offset, appended while the run decides, would match too and be removed
+    without ever being copied to quarantine. The run stops instead, though the appended file's
+    offset bounds lie past the run's range; the next run quarantines both."""
+    ref = _filled(spark, lake_config, table_name, batches=1, per_batch=6)
+    append(spark, ref, [{"key": "k1", "offset": None, "partition": 0, "value": "early"}])
+    original = catalog.check_no_concurrent_cleaner
+
+    def late_null_offset_first(spark_, ref_, snapshot):
+        append(spark, ref, [{"key": "k1", "offset": None, "partition": 0, "value": "late"},
+                            {"key": "k9", "offset": 1000, "partition": 0, "value": "past the run"}])
+        return original(spark_, ref_, snapshot)
+
+    monkeypatch.setattr(catalog, "check_no_concurrent_cleaner", late_null_offset_first)
+    with pytest.raises(CompactionError, match=rf"table {table_name}: 1 data file\(s\) appended during the run may "
+                                              rf"hold records with a null offset.*nothing committed"):
+        compact_table(spark, lake_config, table_name, now_ms=int(time.time() * 1000))
+    spark.sql(f"REFRESH TABLE {ref.sql()}")
+    assert sorted(r["value"] for r in spark.table(ref.sql()).where("offset IS NULL").collect()) == ["early", "late"]
+
+    monkeypatch.undo()
+    assert compact_table(spark, lake_config, table_name, now_ms=int(time.time() * 1000) + 1)["quarantined"] == 2
+    quarantined = spark.table(ref.sql("__quarantine")).where("offset IS NULL").collect()
+    assert sorted(r["value"] for r in quarantined) == ["early", "late"]
+    assert spark.table(ref.sql()).where("offset IS NULL").count() == 0
