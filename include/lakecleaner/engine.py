@@ -164,11 +164,12 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
         # records to quarantine are matched by the same MERGE. A log end kept by an earlier run
         # takes the ranked path instead.
         bad_rows = bad.rows.where(~at_positions(start.fr.p, start.fr.o, kept_bad)) if bad.n else None
+        removed_bad = bad.n - len(kept_bad)
         if key_map_run:
-            plan = plans.key_map_plan(ctx, rng.kmap, rng.kmap_sums, bad_rows, bad.n - len(kept_bad))
+            plan = plans.key_map_plan(ctx, rng.kmap, rng.kmap_sums, bad_rows, removed_bad)
             bytes_read = sum(f["size"] for f in start.files)  # its MERGE reads every file (keys and offsets)
         else:
-            plan = plans.ranked_plan(ctx, start.retained, bad_rows, bad.n - len(kept_bad))
+            plan = plans.ranked_plan(ctx, start.retained, bad_rows, removed_bad)
             bytes_read = bytes_scanned(start.files, start.ckpt_offsets, start.tc.partition_column is None)
         phase("plan_s")
         new_ckpt = start.ckpt.advanced(now_ms, start.external(ends), start.external({**plan.new_retained, **kept_bad}),
@@ -177,7 +178,6 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
             quarantined=bad.quarantined, expired_tombstone_latest_cleaned_ms=_latest_cleaned(start, plan),
             anomalous=rng.anomalous, dirty_records_in_run=rng.n_run, bytes_read=bytes_read,
             checkpoint=_ckpt_summary(new_ckpt))
-        removed_bad = bad.n - len(kept_bad)
         if dry_run:
             superseded, read = plan.figures(None)
             _record_figures(result, read + bad.n, superseded, plan.expired, removed_bad, phase)
@@ -355,9 +355,12 @@ def _commit(spark, cfg: LakecleanerConfig, start: RunStart, bad: BadRecords, rem
     """Stop if another writer did more than append; quarantine; MERGE; then the checkpoint."""
     ref, fr = start.ref, start.fr
     current, appends = catalog.check_no_concurrent_cleaner(spark, ref, start.snapshot)
-    plan.guard(appends, current)
-    if removed_bad and appends:
-        _guard_null_offsets(spark, start, appends, current)
+    # The files appended since the pinned snapshot, listed once for every guard (none: no listing).
+    added = set(appends)
+    appended = [f for f in data_files(spark, ref, start.tc, current) if f["snapshot_id"] in added] if added else []
+    plan.guard(appended)
+    if removed_bad:
+        _guard_null_offsets(ref, appended)
     if bad.quarantined:  # not those an earlier run copied and kept as the log end
         _quarantine(spark, cfg, ref, bad.rows.where(~at_positions(fr.p, fr.o, start.retained)), run_id, start.now_ms)
     fail_point("after_quarantine")
@@ -390,19 +393,17 @@ def _commit(spark, cfg: LakecleanerConfig, start: RunStart, bad: BadRecords, rem
         raise CommittedRunError(ref.short, result, exc) from exc
 
 
-def _guard_null_offsets(spark, start: RunStart, appends: list[int], current: int | None) -> None:
+def _guard_null_offsets(ref: TableRef, appended: list) -> None:
     """Bad records leave by their identity, and a null offset does not tell two records of one key
     apart: a record with a null offset appended during the run would be removed with the one the run
     copied to quarantine, never copied itself. Stop if an appended file may hold one (whatever its
     other offsets: the plans' own guards look at offset bounds, which leave nulls out)."""
-    added = set(appends)
-    late = [f["_file"] for f in data_files(spark, start.ref, start.tc, current)
-            if f["snapshot_id"] in added and (f["o_nulls"] is None or f["o_nulls"] > 0)]
+    late = [f["_file"] for f in appended if f["o_nulls"] is None or f["o_nulls"] > 0]
     if late:
-        raise CompactionError(start.ref.short, f"{len(late)} data file(s) appended during the run may hold records "
-                                               f"with a null offset (e.g. {late[0]}), which the run's removal of bad "
-                                               f"records would match unseen; nothing committed, the next run "
-                                               f"includes them")
+        raise CompactionError(ref.short, f"{len(late)} data file(s) appended during the run may hold records "
+                                         f"with a null offset (e.g. {late[0]}), which the run's removal of bad "
+                                         f"records would match unseen; nothing committed, the next run "
+                                         f"includes them")
 
 
 def _record_figures(result: dict, read: int, superseded: int, expired: int, bad_removed: int, phase) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from .catalog import CompactionError, TableRef
 from .config import TableConfig
-from .files import data_files, may_hold_run_offsets
+from .files import may_hold_run_offsets
 from .frames import LONG_MIN, Frames, at_positions, join_side, match_columns, merge_delete, temp_view
 from .rules import REASON_EXPIRED_TOMBSTONE, REASON_SUPERSEDED
 from .strategies import Strategy, ident
@@ -50,10 +50,11 @@ class Plan(ABC):
     new_tombstones: int
     new_retained: dict
 
-    def guard(self, appends: list[int], current: int | None) -> None:
-        """Called before committing with the appends since the pinned snapshot; raise to stop.
+    def guard(self, appended: list) -> None:
+        """Called before committing with the data files appended since the pinned snapshot (rows
+        of files.data_files); raise to stop.
         By default nothing stops a plan: the ranked path deletes by exact identity, so records
-        appended meanwhile cannot be matched."""
+        appended meanwhile cannot be matched (null offsets aside: engine._guard_null_offsets)."""
         return None
 
     @abstractmethod
@@ -390,14 +391,11 @@ class KeyMapPlan(Plan):
             return superseded, ctx.n_run + (superseded - self.dirty_superseded) + self.expiry_read
         return superseded, self.read
 
-    def guard(self, appends: list[int], current: int | None) -> None:
+    def guard(self, appended: list) -> None:
         """Records appended during the run at offsets inside its range (late arrivals) were never
         examined, and the MERGE reads the table as it is: it would remove them unseen. Stop."""
-        if not appends:
-            return
-        ctx, added = self.ctx, set(appends)
-        late = [f["_file"] for f in data_files(ctx.spark, ctx.ref, ctx.tc, current)
-                if f["snapshot_id"] in added and may_hold_run_offsets(f, ctx.ends)]
+        ctx = self.ctx
+        late = [f["_file"] for f in appended if may_hold_run_offsets(f, ctx.ends)]
         if late:
             raise CompactionError(ctx.ref.short, f"{len(late)} data file(s) appended during the run may hold offsets "
                                                  f"inside the run's range (late arrivals, e.g. {late[0]}); nothing "
