@@ -36,7 +36,7 @@ from .catalog import (
     load_table_config, create_unless_exists, committed_snapshot, iceberg_table,
 )
 from .config import CHECKPOINT_PROPERTY, ConfigError, LakecleanerConfig, TableConfig
-from .files import bytes_scanned, data_files
+from .files import bytes_scanned, clean_version_ceiling, data_files
 from .frames import Frames, at_positions, dirty_scan, partition_pred, small_df
 from .history import record_history
 from .rules import Checkpoint, CheckpointError, allot_budget, bad_records_at_log_end, log_ends, run_ends
@@ -338,7 +338,8 @@ def _clean_side(spark, start: RunStart, hold: Held, rng: RunRange, bad: BadRecor
     log_end_df = F.broadcast(small_df(spark, log_end or {0: -1}, "log_end"))
     protected = F.lit(tc.retain_log_end_record) & (F.col("o") == F.col("log_end"))
     ctx = RunContext(spark, start.ref, tc, fr, start.snapshot, hold, rng.in_run, rng.n_run, ends, clean,
-                     bool(start.ckpt_offsets), expired_clean=expired_clean, log_end_df=log_end_df, protected=protected)
+                     bool(start.ckpt_offsets), expired_clean=expired_clean, log_end_df=log_end_df, protected=protected,
+                     version_ceiling=clean_version_ceiling(start.files, start.ckpt_offsets, tc.partition_column is None))
     return ctx, kept_bad, ends
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .catalog import TableRef
 from .config import TableConfig
+from .strategies import Strategy, ident, version_as_long_sql
 
 SPLIT_SIZE_MIN = 2**20  # the dirty scan's splits go no smaller
 
@@ -49,6 +50,14 @@ def may_be_clean(f, ckpt_offsets: dict, unpartitioned: bool) -> bool:
     return o_lo is None or any(b is not None and o_lo <= b for b in checkpoint_bounds(f, ckpt_offsets, unpartitioned))
 
 
+def clean_version_ceiling(files, ckpt_offsets: dict, unpartitioned: bool) -> int | None:
+    """The highest version a clean record may have (strategies.version_as_long_sql of it): the
+    highest upper bound among the files the clean scan opens. None when a bound is unknown (no
+    metrics, a version that is a header, or floating point) or there is no clean file."""
+    bounds = [f["v_upper_bound"] for f in files if may_be_clean(f, ckpt_offsets, unpartitioned)]
+    return None if not bounds or None in bounds else max(bounds)
+
+
 def dirty_split_size(files, ckpt_offsets: dict, unpartitioned: bool, read_split: tuple[int, int],
                       parallelism: int) -> int:
     """Iceberg packs small files into one read split (16 MB at least), so the few small files of a
@@ -84,6 +93,7 @@ def data_files(spark, ref: TableRef, tc: TableConfig, snapshot: int,
                        else F.lit(None).cast("bigint")).alias(f"{n}_{b}")
                       for n, c in (("o", tc.offset_column), ("p", tc.partition_column)) if c
                       for b in ("lower_bound", "upper_bound")],
+                    _version_upper_bound(entries, tc, with_metrics).alias("v_upper_bound"),
                     F.greatest(*[F.abs(c) for c in null_counts], F.lit(0), F.lit(0)).alias("identity_nulls"),
                     (F.col("readable_metrics").getField(tc.offset_column).getField("null_value_count")
                      if tc.offset_column in with_metrics else F.lit(None).cast("bigint")).alias("o_nulls"),
@@ -92,3 +102,16 @@ def data_files(spark, ref: TableRef, tc: TableConfig, snapshot: int,
             .join(spark.table(ref.meta("snapshots")).select("snapshot_id", F.expr("unix_millis(committed_at)").alias("at")),
                   "snapshot_id", "left")
             .withColumn("appended_at", F.coalesce("at", recorded, F.lit(0)))).collect()
+
+
+def _version_upper_bound(entries, tc: TableConfig, with_metrics: set):
+    """A data file's version upper bound as strategies.version_as_long_sql renders a version
+    (null: unknown)."""
+    from pyspark.sql import functions as F
+
+    column = Strategy(tc).version_column
+    if column not in with_metrics:
+        return F.lit(None).cast("bigint")
+    bound = entries.schema["readable_metrics"].dataType[column].dataType["upper_bound"].dataType
+    sql = version_as_long_sql(f"readable_metrics.{ident(column)}.upper_bound", bound.simpleString())
+    return F.expr(sql) if sql else F.lit(None).cast("bigint")

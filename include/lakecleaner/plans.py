@@ -19,7 +19,7 @@ from .config import TableConfig
 from .files import may_hold_run_offsets
 from .frames import LONG_MIN, Frames, at_positions, join_side, match_columns, merge_delete, temp_view
 from .rules import REASON_EXPIRED_TOMBSTONE, REASON_SUPERSEDED
-from .strategies import Strategy, ident
+from .strategies import Strategy, ident, version_as_long_sql
 
 @dataclass
 class RunContext:
@@ -38,6 +38,7 @@ class RunContext:
     expired_clean: Any
     log_end_df: Any
     protected: Any
+    version_ceiling: int | None = None  # files.clean_version_ceiling: no clean record's version is above it
 
 
 @dataclass
@@ -198,7 +199,6 @@ class KeyDecision:
     clean tombstone past its horizon), the log end it must keep though it loses (rule 6), and the
     figures the run reports."""
     decided: Any  # p, key, top_o, lc_keep, lc_protect
-    clean_read: int
     new_tombstones: int
     expired: int
     expired_by_partition: dict
@@ -218,9 +218,9 @@ def decide_keys(ctx: "RunContext", kmap, sums: list[dict]) -> KeyDecision:
     none = F.lit(None).cast("bigint")
     if not strategy.versioned:
         decided = kmap.select("p", "key", "top_o", F.col("winner_o").alias("lc_keep"), none.alias("lc_protect"))
-        return KeyDecision(decided, 0, sum(r["new_tombstones"] for r in sums), 0, {}, {})
+        return KeyDecision(decided, sum(r["new_tombstones"] for r in sums), 0, {}, {})
     n_keys = sum(r["keys"] for r in sums)
-    clean_read, wins = _clean_winners(ctx, kmap, n_keys)
+    wins = _clean_winners(ctx, kmap, n_keys)
     flagged = kmap.join(join_side(wins, n_keys), ["p", "key"], "left").join(ctx.log_end_df, "p", "left")
     clean_wins = F.col("clean_o").isNotNull()
     goes_expired = clean_wins & F.coalesce(F.col("clean_expired"), F.lit(False))
@@ -238,30 +238,34 @@ def decide_keys(ctx: "RunContext", kmap, sums: list[dict]) -> KeyDecision:
         F.max(F.when(goes_expired, F.col("clean_o"))).alias("expired_o"),
         F.max(F.when(at_log_end & ~protect.eqNullSafe(keep), F.col("top_o"))).alias("retained")).collect()
     new_tombstones = sum(r["new_tombstones"] for r in sums) - sum(int(r["lost_tombstones"] or 0) for r in rows)
-    return KeyDecision(decided, clean_read, new_tombstones, sum(int(r["expired"] or 0) for r in rows),
+    return KeyDecision(decided, new_tombstones, sum(int(r["expired"] or 0) for r in rows),
                        {r["p"]: r["expired_o"] for r in rows if r["expired_o"] is not None},
                        {r["p"]: r["retained"] for r in rows if r["retained"] is not None})
 
 
 def _clean_winners(ctx: "RunContext", kmap, n_keys: int):
-    """(clean records of the run's keys read, the keys whose cleaned record beats the run's best:
-    that record's offset ``clean_o`` and whether it is a tombstone past its horizon)."""
+    """The keys whose cleaned record beats the run's best: that record's offset ``clean_o`` and
+    whether it is a tombstone past its horizon (held: the figures and the MERGE both read it).
+    Only keys whose best may lose are probed: a cleaned record wins only with a version, and a
+    higher one (its offset is lower), so a best above every clean file's version bound is final."""
     from pyspark.sql import functions as F
 
     if not ctx.has_clean:
-        empty = kmap.select("p", "key", F.lit(None).cast("bigint").alias("clean_o"),
-                            F.lit(None).cast("boolean").alias("clean_expired")).limit(0)
-        return 0, empty
+        return kmap.select("p", "key", F.lit(None).cast("bigint").alias("clean_o"),
+                           F.lit(None).cast("boolean").alias("clean_expired")).limit(0)
+    probed = kmap.select("p", "key", "best")
+    version_type = kmap.schema["best"].dataType["ver"].dataType.simpleString()
+    best_version = version_as_long_sql("best.ver", version_type)
+    if ctx.version_ceiling is not None and best_version:
+        probed = probed.where(f"NOT best.has_ver OR {best_version} <= {ctx.version_ceiling}")
     rank = F.expr(ctx.fr.strategy.winner_rank_sql())
-    matched = ctx.hold(ctx.clean.join(join_side(kmap.select("p", "key", "best"), n_keys), ["p", "key"])
-                       .select("p", "key", rank.alias("clean_rank"), (rank > F.col("best")).alias("wins")))
-    read = matched.count()
-    wins = (matched.where("wins").groupBy("p", "key").agg(F.max("clean_rank").alias("clean_rank"))
+    wins = (ctx.clean.join(join_side(probed, n_keys), ["p", "key"]).where(rank > F.col("best"))
+            .groupBy("p", "key").agg(F.max(rank).alias("clean_rank"))
             .select("p", "key", F.col("clean_rank.o").alias("clean_o")))
     if ctx.expired_clean is None:
-        return read, wins.withColumn("clean_expired", F.lit(None).cast("boolean"))
+        return ctx.hold(wins.withColumn("clean_expired", F.lit(None).cast("boolean")))
     expired = ctx.expired_clean.select("p", F.col("o").alias("clean_o"), F.lit(True).alias("clean_expired"))
-    return read, wins.join(expired, ["p", "clean_o"], "left")
+    return ctx.hold(wins.join(expired, ["p", "clean_o"], "left"))
 
 
 def key_map_plan(ctx: "RunContext", kmap=None, sums=None, bad_rows=None, n_bad: int = 0) -> "KeyMapPlan":
@@ -303,8 +307,7 @@ def key_map_plan(ctx: "RunContext", kmap=None, sums=None, bad_rows=None, n_bad: 
     n_source = ctx.n_run + expired + n_bad
     return KeyMapPlan(expired, expired_by_partition, keys.new_tombstones, keys.retained, ctx=ctx,
                       source=join_side(source, n_source), on=_key_map_merge_on(tc, [n for n, _ in raw]),
-                      n_source=n_source, read=ctx.n_run + keys.clean_read + expiry.read,
-                      dirty_superseded=ctx.n_run - sum(r["keys"] for r in sums), expiry_read=expiry.read, n_bad=n_bad)
+                      n_source=n_source, keys=sum(r["keys"] for r in sums), expiry_read=expiry.read, n_bad=n_bad)
 
 
 @dataclass
@@ -364,8 +367,7 @@ class KeyMapPlan(Plan):
     source: Any = None
     on: str = ""
     n_source: int = 0
-    read: int = 0  # versioned strategies: run records, clean records of run keys, expired tombstones read
-    dirty_superseded: int = 0  # run records below their key's winner
+    keys: int = 0  # the run's keys
     expiry_read: int = 0
     n_bad: int = 0  # bad records the MERGE removes (to quarantine)
 
@@ -387,9 +389,10 @@ class KeyMapPlan(Plan):
             # position deletes into the new delete file (and reports those as removed)
             matched = int(summary.get("added-position-deletes", 0)) - int(summary.get("removed-position-deletes", 0))
         superseded = max(matched - self.expired - self.n_bad, 0)
-        if not ctx.tc.versioned:  # every clean record of a run key is superseded: the MERGE counted them
-            return superseded, ctx.n_run + (superseded - self.dirty_superseded) + self.expiry_read
-        return superseded, self.read
+        # Every record of a run key up to its top offset was examined, and it either went as
+        # superseded, or is the key's winner (kept, or gone as an expired tombstone), or is a log
+        # end kept though it loses; tombstones that expire alone were read besides.
+        return superseded, superseded + self.keys + len(self.new_retained) + self.expiry_read
 
     def guard(self, appended: list) -> None:
         """Records appended during the run at offsets inside its range (late arrivals) were never

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import TableConfig
+from .config import INTEGRAL_TYPES, TableConfig
 from .rules import QUARANTINE_NULL_KEY, QUARANTINE_NULL_OFFSET, QUARANTINE_NULL_PARTITION
 
 # The derived columns every Spark-side consumer names the roles by (engine frames, quality batch).
@@ -102,6 +102,11 @@ class Strategy:
         return f"CASE WHEN {self.has_version_sql} THEN CAST({signed} AS BIGINT) END"
 
     @property
+    def version_column(self) -> str | None:
+        """The column the version is read from as it is (so Iceberg keeps bounds of it), if any."""
+        return {"column": self.tc.version_column, "timestamp": self.tc.timestamp_column}.get(self.tc.strategy)
+
+    @property
     def has_version_sql(self) -> str:
         tc = self.tc
         if tc.strategy == "offset":
@@ -171,6 +176,20 @@ class Strategy:
         offset, its last field, names the winner."""
         return f"named_struct('has_ver', {has_ver}, 'ver', {ver}, 'o', {o})" if self.versioned \
             else f"named_struct('o', {o})"
+
+
+def version_as_long_sql(expr: str, type_name: str) -> str | None:
+    """SQL: the version ``expr`` (of Spark type ``type_name``) as a bigint in the same order, one to
+    one, so versions compare as longs, and with the bounds Iceberg's metrics keep, turned the same
+    way. None where there is no such long: float and double (NaN sorts above every bound, and
+    Iceberg's bounds leave NaN out), timestamp_ntz (only through a time zone, not one to one)."""
+    if type_name in INTEGRAL_TYPES:
+        return f"CAST({expr} AS BIGINT)"
+    if type_name == "date":
+        return f"unix_date({expr})"
+    if type_name == "timestamp":
+        return f"unix_micros({expr})"
+    return None
 
 
 def key_hash_sql(tc: TableConfig) -> str:

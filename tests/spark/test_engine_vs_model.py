@@ -8,6 +8,8 @@ what the model says.
 """
 from __future__ import annotations
 
+import datetime
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,6 +19,7 @@ from lakecleaner.catalog import TableRef
 from lakecleaner.engine import compact_table
 from lakecleaner.model import compact
 from lakecleaner.rules import Checkpoint, encode_version_header
+from lakecleaner.strategies import version_as_long_sql
 from lakecleaner.tables import KAFKA_SCHEMA, append, create_compacted_table, read_model_records
 
 pytestmark = pytest.mark.spark
@@ -68,14 +71,14 @@ def scenario(draw, records=record, strategies=("offset", "timestamp", "header", 
     return props, partitioned, batches, sorted(runs)
 
 
-def _append_batch(spark, ref, batch, next_offset, partitioned):
+def _append_batch(spark, ref, batch, next_offset, partitioned, schema=SCHEMA):
     rows = []
     for rec in batch:
         p = rec["partition"] if partitioned else 0
         rows.append({**rec, "partition": p, "offset": next_offset[p],
                      "headers": [{"key": k, "value": v} for k, v in rec["headers"]] if rec["headers"] is not None else None})
         next_offset[p] += 1
-    append(spark, ref, rows, SCHEMA if partitioned else SCHEMA_UNPARTITIONED)
+    append(spark, ref, rows, schema if partitioned else schema.replace("`partition` int, ", ""))
 
 
 def _survivor_ids(spark, ref, partitioned):
@@ -183,11 +186,52 @@ def test_versioned_key_map_late_lower_versions_lose_to_cleaned_winners(spark, la
     assert lookups[:1] == [False] and (retain_log_end == "true" or True in lookups), lookups
 
 
-def _check_against_model(spark, lake_config, scenario):
+VERSION_OF_TYPE = {  # version n of a column of each type: one unit apart
+    "int": lambda n: 1000 + n, "bigint": lambda n: 2**40 + n,
+    "date": lambda n: datetime.date(2026, 1, 1) + datetime.timedelta(days=n),
+    "timestamp": lambda n: datetime.datetime(2026, 1, 1) + datetime.timedelta(microseconds=n),
+    "timestamp_ntz": lambda n: datetime.datetime(2026, 1, 1) + datetime.timedelta(microseconds=n),
+    "double": lambda n: 1000.5 + n}
+
+
+@pytest.mark.parametrize("version_type", list(VERSION_OF_TYPE))
+def test_only_run_keys_whose_best_may_lose_are_looked_up_in_the_clean_part(spark, lake_config, monkeypatch,
+                                                                           version_type):
+    """Iceberg's bounds of the version column say how high a cleaned record's version can be; a run
+    key whose best is above it keeps its best without a look at the clean part. Around that bound,
+    one unit apart in the column's own type (a microsecond, a day), every key ends as the model
+    says; a type with no exact bound (double, timestamp_ntz) looks every key up."""
+    from lakecleaner import plans
+
+    ceilings = []
+    winners = plans._clean_winners
+    monkeypatch.setattr(plans, "_clean_winners",
+                        lambda ctx, kmap, n: ceilings.append(ctx.version_ceiling) or winners(ctx, kmap, n))
+    v = VERSION_OF_TYPE[version_type]
+    rec = lambda key, n: {"key": key, "partition": 0, "timestamp": 1, "headers": None,  # noqa: E731
+                          "tombstone": None, "value": "x", "ver": None if n is None else v(n)}
+    cleaned = [rec("a", 5), rec("b", 1), rec("c", 3), rec("d", 5), rec("e", 4)]
+    late = [rec("a", 4),  # one unit below the highest cleaned version: loses to a's cleaned winner
+            rec("b", 6),  # above every cleaned version: wins without a look-up
+            rec("c", 5),  # equal to the bound, above c's cleaned record: wins
+            rec("d", 5),  # ties with d's cleaned winner: the higher offset wins
+            rec("e", None)]  # no version: loses to e's cleaned winner
+    props = {"compaction.strategy": "column", "compaction.strategy.header": "", "compaction.strategy.column": "ver",
+             "compaction.max.records.per.run": 1000, "compaction.retain.log.end.record": "false",
+             "delete.retention.ms": 10_000_000, "min.compaction.lag.ms": 0}
+    _check_against_model(spark, lake_config, (props, True, [cleaned, late], [(0, 1), (1, 1)]),
+                         KAFKA_SCHEMA + f", `ver` {version_type}")
+    as_long = version_as_long_sql("v", version_type)
+    highest_cleaned = spark.createDataFrame([(v(5),)], f"v {version_type}").selectExpr(as_long).first()[0] \
+        if as_long else None
+    assert ceilings[1] == highest_cleaned and (highest_cleaned is None) == (version_type in ("double", "timestamp_ntz"))
+
+
+def _check_against_model(spark, lake_config, scenario, schema=SCHEMA):
     props, partitioned, batches, runs = scenario
-    table = f"t.model_{abs(hash((str(props), partitioned, str(batches), str(runs)))) % 10**9}"
+    table = f"t.model_{abs(hash((str(props), partitioned, str(batches), str(runs), schema))) % 10**9}"
     ref = create_compacted_table(spark, lake_config, table, props,
-                                 schema=SCHEMA if partitioned else SCHEMA_UNPARTITIONED,
+                                 schema=schema if partitioned else schema.replace("`partition` int, ", ""),
                                  partition_by="partition" if partitioned else None)
     next_offset = {0: 0, 1: 0}
     appended = 0
@@ -197,7 +241,7 @@ def _check_against_model(spark, lake_config, scenario):
     retention = int(props["delete.retention.ms"])
     for after_batch, delta in runs + [(len(batches) - 1, 2 * retention + lag + 1)]:
         while appended <= after_batch:
-            _append_batch(spark, ref, batches[appended], next_offset, partitioned)
+            _append_batch(spark, ref, batches[appended], next_offset, partitioned, schema)
             appended += 1
         records, tc = read_model_records(spark, lake_config, table)
         assert (tc.partition_column is not None) == partitioned

@@ -2,16 +2,18 @@
 import pytest
 
 from lakecleaner.config import READ_SPLIT_SETTINGS, ConfigError, read_split, resolve_table
-from lakecleaner.files import SPLIT_SIZE_MIN, bytes_scanned, dirty_split_size, may_be_clean, may_be_dirty
+from lakecleaner.files import (SPLIT_SIZE_MIN, bytes_scanned, clean_version_ceiling, dirty_split_size, may_be_clean,
+                              may_be_dirty)
+from lakecleaner.strategies import version_as_long_sql
 
 MB = 2**20
 SPLIT_SIZE_DEFAULT = READ_SPLIT_SETTINGS["read.split.target-size"].default
 DEFAULTS = (READ_SPLIT_SETTINGS["read.split.open-file-cost"].default, SPLIT_SIZE_DEFAULT)
 
 
-def _file(p, o_lo, o_hi, size, p_hi=None):
+def _file(p, o_lo, o_hi, size, p_hi=None, v_hi=None):
     return {"p_lower_bound": p, "p_upper_bound": p if p_hi is None else p_hi, "o_lower_bound": o_lo,
-            "o_upper_bound": o_hi, "size": size}
+            "o_upper_bound": o_hi, "size": size, "v_upper_bound": v_hi}
 
 
 def test_a_file_is_dirty_or_clean_by_its_partition_checkpoint():
@@ -65,3 +67,27 @@ def test_an_invalid_split_property_stops_the_table_at_resolve_time():
         resolve_table("db.t", {"read.split.target-size": "0"}, {"key": "string", "offset": "bigint"})
     tc = resolve_table("db.t", {"read.split.open-file-cost": "1024"}, {"key": "string", "offset": "bigint"})
     assert tc.read_split == (1024, SPLIT_SIZE_DEFAULT)
+
+
+def test_the_clean_version_ceiling_is_the_highest_bound_of_the_files_the_clean_scan_opens():
+    ckpt = {0: 99}
+    clean, straddling, dirty = _file(0, 0, 49, MB, v_hi=70), _file(0, 50, 120, MB, v_hi=90), _file(0, 121, 200, MB, v_hi=500)
+    assert clean_version_ceiling([clean, straddling, dirty], ckpt, False) == 90  # the dirty file's 500 is no clean record's
+    assert clean_version_ceiling([clean], ckpt, False) == 70
+
+
+def test_an_unknown_bound_or_no_clean_file_gives_no_ceiling():
+    ckpt = {0: 99}
+    assert clean_version_ceiling([_file(0, 0, 49, MB, v_hi=70), _file(0, 50, 99, MB, v_hi=None)], ckpt, False) is None
+    assert clean_version_ceiling([_file(0, 121, 200, MB, v_hi=500)], ckpt, False) is None
+    assert clean_version_ceiling([], ckpt, False) is None
+
+
+@pytest.mark.parametrize("type_name", ["bigint", "int", "smallint", "tinyint", "date", "timestamp"])
+def test_versions_of_exact_types_compare_as_longs(type_name):
+    assert version_as_long_sql("v", type_name) is not None
+
+
+@pytest.mark.parametrize("type_name", ["double", "float", "timestamp_ntz", "string"])
+def test_versions_without_an_exact_long_get_none(type_name):
+    assert version_as_long_sql("v", type_name) is None
