@@ -36,11 +36,12 @@ from .catalog import (
     load_table_config, create_unless_exists, committed_snapshot, iceberg_table,
 )
 from .config import CHECKPOINT_PROPERTY, ConfigError, LakecleanerConfig, TableConfig
-from .files import bytes_scanned, clean_version_ceiling, data_files
+from .files import bytes_scanned, clean_version_ceiling, data_files, dirty_rank_bounds
 from .frames import Frames, at_positions, dirty_scan, partition_pred, small_df
 from .history import record_history
 from .rules import Checkpoint, CheckpointError, allot_budget, bad_records_at_log_end, log_ends, run_ends
 from .plans import Plan, RunContext, bad_figures, key_map, key_map_sums
+from .strategies import RankBounds
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,10 @@ class RunStart:
     files: list
     base: Any  # the table at the pinned snapshot
     now_ms: int
+
+    @property
+    def rank_bounds(self) -> RankBounds | None:
+        return dirty_rank_bounds(self.files, self.ckpt_offsets, self.tc.partition_column is None)
 
     def internal(self, by_partition: dict) -> dict:
         """Internally an unpartitioned table is partition 0; the checkpoint says None."""
@@ -262,8 +267,8 @@ def _run_range(spark, start: RunStart, hold: Held, key_map_run: bool) -> RunRang
     # per partition gives the figures the run needs: one aggregation of the dirty part, not two.
     kmap, kmap_sums, per_p = None, None, None
     if key_map_run and not any_young:
-        kmap = hold(key_map(dirty, start.fr.strategy))
-        kmap_sums = key_map_sums(kmap)
+        kmap = hold(key_map(dirty, start.fr.strategy, start.rank_bounds))
+        kmap_sums = key_map_sums(kmap, start.ref, start.rank_bounds)
         if sum(r["n"] for r in kmap_sums) > tc.max_records_per_run:
             kmap.unpersist()  # a partial run: its map is built from its range below
             kmap = kmap_sums = None
@@ -339,7 +344,8 @@ def _clean_side(spark, start: RunStart, hold: Held, rng: RunRange, bad: BadRecor
     protected = F.lit(tc.retain_log_end_record) & (F.col("o") == F.col("log_end"))
     ctx = RunContext(spark, start.ref, tc, fr, start.snapshot, hold, rng.in_run, rng.n_run, ends, clean,
                      bool(start.ckpt_offsets), expired_clean=expired_clean, log_end_df=log_end_df, protected=protected,
-                     version_ceiling=clean_version_ceiling(start.files, start.ckpt_offsets, tc.partition_column is None))
+                     version_ceiling=clean_version_ceiling(start.files, start.ckpt_offsets, tc.partition_column is None),
+                     rank_bounds=start.rank_bounds)
     return ctx, kept_bad, ends
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .catalog import TableRef
 from .config import TableConfig
-from .strategies import Strategy, ident, version_as_long_sql
+from .strategies import RankBounds, Strategy, ident, version_as_long_sql
 
 SPLIT_SIZE_MIN = 2**20  # the dirty scan's splits go no smaller
 
@@ -58,6 +58,17 @@ def clean_version_ceiling(files, ckpt_offsets: dict, unpartitioned: bool) -> int
     return None if not bounds or None in bounds else max(bounds)
 
 
+def dirty_rank_bounds(files, ckpt_offsets: dict, unpartitioned: bool) -> RankBounds | None:
+    """The bounds of the offsets and versions of the files the dirty scan opens (None: one unknown).
+    A file's versions count from its lowest even when it also holds clean records: wider, still true."""
+    dirty = [f for f in files if may_be_dirty(f, ckpt_offsets, unpartitioned)]
+    columns = ("o_lower_bound", "o_upper_bound", "v_lower_bound", "v_upper_bound")
+    if not dirty or any(f[c] is None for f in dirty for c in columns):
+        return None
+    return RankBounds(min(f["o_lower_bound"] for f in dirty), max(f["o_upper_bound"] for f in dirty),
+                      min(f["v_lower_bound"] for f in dirty), max(f["v_upper_bound"] for f in dirty))
+
+
 def dirty_split_size(files, ckpt_offsets: dict, unpartitioned: bool, read_split: tuple[int, int],
                       parallelism: int) -> int:
     """Iceberg packs small files into one read split (16 MB at least), so the few small files of a
@@ -71,11 +82,12 @@ def dirty_split_size(files, ckpt_offsets: dict, unpartitioned: bool, read_split:
 
 def data_files(spark, ref: TableRef, tc: TableConfig, snapshot: int,
                 expired_times: dict[int, int] | None = None) -> list:
-    """Live data files at ``snapshot`` with what the run needs from Iceberg's metrics: offset and
-    partition bounds, null counts of the identity columns (unknown where a column has no metrics)
-    and of the offset column alone (``o_nulls``, None: unknown),
-    size, and the commit time of the snapshot that added each (the records' append time; from
-    ``expired_times``, see append_times, once maintenance expired that snapshot)."""
+    """Live data files at ``snapshot`` with what the run needs from Iceberg's metrics: offset,
+    partition and version bounds (versions as strategies.version_as_long_sql renders them), null
+    counts of the identity columns (unknown where a column has no metrics) and of the offset column
+    alone (``o_nulls``, None: unknown), size, and the commit time of the snapshot that added each
+    (the records' append time; from ``expired_times``, see append_times, once maintenance expired
+    that snapshot)."""
     from pyspark.sql import functions as F
 
     recorded = (F.element_at(F.create_map(*[F.lit(v) for kv in sorted(expired_times.items()) for v in kv]),
@@ -93,7 +105,7 @@ def data_files(spark, ref: TableRef, tc: TableConfig, snapshot: int,
                        else F.lit(None).cast("bigint")).alias(f"{n}_{b}")
                       for n, c in (("o", tc.offset_column), ("p", tc.partition_column)) if c
                       for b in ("lower_bound", "upper_bound")],
-                    _version_upper_bound(entries, tc, with_metrics).alias("v_upper_bound"),
+                    *[_version_bound(entries, tc, with_metrics, b).alias(f"v_{b}") for b in ("lower_bound", "upper_bound")],
                     F.greatest(*[F.abs(c) for c in null_counts], F.lit(0), F.lit(0)).alias("identity_nulls"),
                     (F.col("readable_metrics").getField(tc.offset_column).getField("null_value_count")
                      if tc.offset_column in with_metrics else F.lit(None).cast("bigint")).alias("o_nulls"),
@@ -104,14 +116,14 @@ def data_files(spark, ref: TableRef, tc: TableConfig, snapshot: int,
             .withColumn("appended_at", F.coalesce("at", recorded, F.lit(0)))).collect()
 
 
-def _version_upper_bound(entries, tc: TableConfig, with_metrics: set):
-    """A data file's version upper bound as strategies.version_as_long_sql renders a version
-    (null: unknown)."""
+def _version_bound(entries, tc: TableConfig, with_metrics: set, bound: str):
+    """A data file's version bound as strategies.version_as_long_sql renders a version (null:
+    unknown)."""
     from pyspark.sql import functions as F
 
     column = Strategy(tc).version_column
     if column not in with_metrics:
         return F.lit(None).cast("bigint")
-    bound = entries.schema["readable_metrics"].dataType[column].dataType["upper_bound"].dataType
-    sql = version_as_long_sql(f"readable_metrics.{ident(column)}.upper_bound", bound.simpleString())
+    version_type = entries.schema["readable_metrics"].dataType[column].dataType[bound].dataType
+    sql = version_as_long_sql(f"readable_metrics.{ident(column)}.{bound}", version_type.simpleString())
     return F.expr(sql) if sql else F.lit(None).cast("bigint")

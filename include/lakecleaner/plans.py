@@ -19,7 +19,7 @@ from .config import TableConfig
 from .files import may_hold_run_offsets
 from .frames import LONG_MIN, Frames, at_positions, join_side, match_columns, merge_delete, temp_view
 from .rules import REASON_EXPIRED_TOMBSTONE, REASON_SUPERSEDED
-from .strategies import Strategy, ident, version_as_long_sql
+from .strategies import RankBounds, Strategy, ident, version_as_long_sql
 
 @dataclass
 class RunContext:
@@ -39,6 +39,7 @@ class RunContext:
     log_end_df: Any
     protected: Any
     version_ceiling: int | None = None  # files.clean_version_ceiling: no clean record's version is above it
+    rank_bounds: RankBounds | None = None  # files.dirty_rank_bounds, for the key map's packed rank
 
 
 @dataclass
@@ -164,33 +165,55 @@ def bad_figures(fr: Frames, bad_rows, retained: dict) -> list[dict]:
         F.sum(at_positions(fr.p, fr.o, retained).cast("int")).alias("copied_before")).collect()]
 
 
-def key_map(in_run, strategy: Strategy):
+def key_map(in_run, strategy: Strategy, bounds: RankBounds | None = None):
     """Kafka's offset map, for every strategy: each of the run's keys with its best record in the
     run by the keep rule (its offset ``winner_o``; under a versioned strategy also the whole rank),
     whether that record is a tombstone, the key's highest offset in the run (``top_o``), and how
-    many records (and anomalous ones) of the key the run holds."""
+    many records (and anomalous ones) of the key the run holds. A versioned rank is packed into one
+    bigint where Iceberg's metrics bound the run (``bounds``, strategies.packed_rank_sql): Spark
+    then aggregates in a hash table, not by sorting; ``outside`` counts records outside the bounds,
+    which stop the run (key_map_sums)."""
     from pyspark.sql import functions as F
 
-    if strategy.versioned:
+    tomb, anom = F.col("tomb").cast("int"), F.sum((~F.col("has_ver")).cast("int")).alias("anom")
+    packed = strategy.packed_rank_sql(bounds, in_run.schema["ver"].dataType.simpleString()) \
+        if strategy.versioned and bounds else None
+    if packed:
+        rank, inside = F.expr(packed[0]), F.expr(packed[1])
+        agg = in_run.groupBy("p", "key").agg(
+            F.max(rank).alias("packed"), F.max_by("ver", rank).alias("best_ver"), F.max_by(tomb, rank).alias("winner_tomb"),
+            F.max("o").alias("top_o"), F.count("*").alias("n"), anom, F.sum((~inside).cast("int")).alias("outside"))
+        agg = agg.withColumn("best", F.expr(strategy.unpacked_rank_sql("packed", bounds, "best_ver"))) \
+            .drop("packed", "best_ver")
+    elif strategy.versioned:
         rank = F.expr(strategy.winner_rank_sql())
-        best = [F.max(rank).alias("best"), F.max_by(F.col("tomb").cast("int"), rank).alias("winner_tomb"),
-                F.max("o").alias("top_o")]
-    else:  # the rank is the offset: plain long aggregates, cheaper than a struct's
-        best = [F.max("o").alias("top_o"), F.max_by(F.col("tomb").cast("int"), "o").alias("winner_tomb")]
-    agg = in_run.groupBy("p", "key").agg(*best, F.count("*").alias("n"),
-                                         F.sum((~F.col("has_ver")).cast("int")).alias("anom"))
+        agg = in_run.groupBy("p", "key").agg(F.max(rank).alias("best"), F.max_by(tomb, rank).alias("winner_tomb"),
+                                             F.max("o").alias("top_o"), F.count("*").alias("n"), anom)
+    else:  # the rank is the offset: plain long aggregates
+        agg = in_run.groupBy("p", "key").agg(F.max("o").alias("top_o"), F.max_by(tomb, "o").alias("winner_tomb"),
+                                             F.count("*").alias("n"), anom)
+    if not packed:
+        agg = agg.withColumn("outside", F.lit(0))
     return agg.withColumn("winner_o", F.col("best.o") if strategy.versioned else F.col("top_o"))
 
 
-def key_map_sums(kmap) -> list[dict]:
+def key_map_sums(kmap, ref: TableRef, bounds: RankBounds | None = None) -> list[dict]:
     """Per partition of a key map: its last offset, records, keys, anomalous records, and the keys
     whose run winner is a tombstone (final under the offset strategy; a versioned strategy takes
-    off those whose cleaned record wins, decide_keys)."""
+    off those whose cleaned record wins, decide_keys). Stops the run if a record lies outside the
+    bounds its rank was packed with."""
     from pyspark.sql import functions as F
 
-    return [{k: int(v or 0) for k, v in r.asDict().items()} for r in kmap.groupBy("p").agg(
+    sums = [{k: int(v or 0) for k, v in r.asDict().items()} for r in kmap.groupBy("p").agg(
         F.max("top_o").alias("end"), F.sum("n").alias("n"), F.count("*").alias("keys"),
-        F.sum("anom").alias("anom"), F.sum("winner_tomb").alias("new_tombstones")).collect()]
+        F.sum("anom").alias("anom"), F.sum("winner_tomb").alias("new_tombstones"),
+        F.sum("outside").alias("outside")).collect()]
+    outside = sum(r["outside"] for r in sums)
+    if outside:
+        raise CompactionError(ref.short, f"{outside} record(s) of the run lie outside the offset and version bounds "
+                                         f"Iceberg's metrics give for its data files ({bounds}): the metrics do not "
+                                         f"describe the data; nothing committed")
+    return sums
 
 
 @dataclass
@@ -279,8 +302,8 @@ def key_map_plan(ctx: "RunContext", kmap=None, sums=None, bad_rows=None, n_bad: 
 
     tc = ctx.tc
     if kmap is None:  # otherwise built from the dirty part, which is the whole run (see engine._run_range)
-        kmap = ctx.hold(key_map(ctx.in_run, ctx.fr.strategy))  # feeds the figures and the MERGE
-        sums = key_map_sums(kmap)
+        kmap = ctx.hold(key_map(ctx.in_run, ctx.fr.strategy, ctx.rank_bounds))  # feeds the figures and the MERGE
+        sums = key_map_sums(kmap, ctx.ref, ctx.rank_bounds)
     keys = decide_keys(ctx, kmap, sums)
     source = keys.decided.select("p", "key", F.lit(LONG_MIN).alias("lc_from"), F.col("top_o").alias("lc_through"),
                                  "lc_keep", "lc_protect")

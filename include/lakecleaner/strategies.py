@@ -170,12 +170,51 @@ class Strategy:
         """SQL: an ORDER BY putting each key's winner first (row_number() = 1 is the winner)."""
         return ", ".join(f"{c} DESC" for c in self.winner_order(has_ver, ver, o))
 
+    def packed_rank_sql(self, bounds: RankBounds, version_type: str) -> tuple[str, str] | None:
+        """SQL over the derived columns: (winner_rank_sql as one bigint, in the same order for every
+        record inside ``bounds``; the record is inside them). Spark aggregates a bigint's max in a
+        hash table but a struct's only by sorting. None where the version has no exact long or the
+        ranks would not fit."""
+        version = version_as_long_sql(VER, version_type)
+        if not self.versioned or version is None or not bounds.fits_a_long:
+            return None
+        o_min, o_max, v_min, v_max, span = (f"{n}L" for n in (bounds.o_min, bounds.o_max, bounds.v_min,
+                                                              bounds.v_max, bounds.o_span))
+        place = f"CASE WHEN {HAS_VER} THEN {version} - {v_min} + 1L ELSE 0L END"
+        inside = f"({OFFSET} BETWEEN {o_min} AND {o_max} AND (NOT {HAS_VER} OR {version} BETWEEN {v_min} AND {v_max}))"
+        return f"({place}) * {span} + ({OFFSET} - {o_min})", inside
+
+    def unpacked_rank_sql(self, packed: str, bounds: RankBounds, ver: str) -> str:
+        """SQL: winner_rank_sql's struct again from a packed rank and the version it was packed with."""
+        span = f"{bounds.o_span}L"
+        return f"named_struct('has_ver', {packed} >= {span}, 'ver', {ver}, 'o', {packed} % {span} + {bounds.o_min}L)"
+
     def winner_rank_sql(self, has_ver: str = HAS_VER, ver: str = VER, o: str = OFFSET) -> str:
         """SQL: a value whose max over a key's records is its winner's (structs compare field by
         field), for an aggregation instead of a window. Offsets are unique per partition, so the
         offset, its last field, names the winner."""
         return f"named_struct('has_ver', {has_ver}, 'ver', {ver}, 'o', {o})" if self.versioned \
             else f"named_struct('o', {o})"
+
+
+@dataclass(frozen=True)
+class RankBounds:
+    """Where a run's offsets and versions (as version_as_long_sql renders them) lie, from Iceberg's
+    metrics of the files the dirty scan opens."""
+    o_min: int
+    o_max: int
+    v_min: int
+    v_max: int
+
+    @property
+    def o_span(self) -> int:
+        return self.o_max - self.o_min + 1
+
+    @property
+    def fits_a_long(self) -> bool:
+        """Whether every rank inside the bounds packs into one bigint: versions 1.. (0: none) times
+        the offset span, plus the offset's place in it."""
+        return (self.v_max - self.v_min + 2) * self.o_span <= 2**63 - 1
 
 
 def version_as_long_sql(expr: str, type_name: str) -> str | None:

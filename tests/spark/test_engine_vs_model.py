@@ -19,7 +19,7 @@ from lakecleaner.catalog import TableRef
 from lakecleaner.engine import compact_table
 from lakecleaner.model import compact
 from lakecleaner.rules import Checkpoint, encode_version_header
-from lakecleaner.strategies import version_as_long_sql
+from lakecleaner.strategies import Strategy, version_as_long_sql
 from lakecleaner.tables import KAFKA_SCHEMA, append, create_compacted_table, read_model_records
 
 pytestmark = pytest.mark.spark
@@ -203,10 +203,12 @@ def test_only_run_keys_whose_best_may_lose_are_looked_up_in_the_clean_part(spark
     says; a type with no exact bound (double, timestamp_ntz) looks every key up."""
     from lakecleaner import plans
 
-    ceilings = []
-    winners = plans._clean_winners
+    ceilings, packed = [], []
+    winners, pack = plans._clean_winners, Strategy.packed_rank_sql
     monkeypatch.setattr(plans, "_clean_winners",
                         lambda ctx, kmap, n: ceilings.append(ctx.version_ceiling) or winners(ctx, kmap, n))
+    monkeypatch.setattr(Strategy, "packed_rank_sql",
+                        lambda self, bounds, type_name: packed.append(pack(self, bounds, type_name)) or packed[-1])
     v = VERSION_OF_TYPE[version_type]
     rec = lambda key, n: {"key": key, "partition": 0, "timestamp": 1, "headers": None,  # noqa: E731
                           "tombstone": None, "value": "x", "ver": None if n is None else v(n)}
@@ -225,6 +227,64 @@ def test_only_run_keys_whose_best_may_lose_are_looked_up_in_the_clean_part(spark
     highest_cleaned = spark.createDataFrame([(v(5),)], f"v {version_type}").selectExpr(as_long).first()[0] \
         if as_long else None
     assert ceilings[1] == highest_cleaned and (highest_cleaned is None) == (version_type in ("double", "timestamp_ntz"))
+    # the key map's rank is one bigint where the version has an exact long
+    assert (packed and all(packed)) if highest_cleaned is not None else not any(packed), packed
+
+
+def test_a_run_stops_when_its_records_lie_outside_the_bounds_its_rank_was_packed_with(spark, lake_config,
+                                                                                      monkeypatch):
+    """The packed rank orders records only inside the bounds Iceberg's metrics give; were the
+    metrics wrong, winners would be wrong. The run stops instead, naming the table, and commits
+    nothing."""
+    from lakecleaner import engine
+    from lakecleaner.catalog import CompactionError
+    from lakecleaner.strategies import RankBounds
+
+    rec = lambda key, ver: {"key": key, "partition": 0, "timestamp": 1, "headers": None,  # noqa: E731
+                            "tombstone": None, "value": "x", "ver": ver}
+    ref = create_compacted_table(spark, lake_config, "t.outside_bounds", {
+        "compaction.strategy": "column", "compaction.strategy.column": "ver"}, schema=SCHEMA, partition_by="partition")
+    append(spark, ref, [{**rec(k, v), "offset": o} for o, (k, v) in enumerate([("a", 5), ("a", 7), ("b", 1)])], SCHEMA)
+    monkeypatch.setattr(engine.RunStart, "rank_bounds", property(lambda self: RankBounds(0, 2, 0, 6)))
+    with pytest.raises(CompactionError, match=r"t\.outside_bounds.*1 record\(s\) of the run lie outside"):
+        compact_table(spark, lake_config, "t.outside_bounds", now_ms=10**13)
+    assert spark.table(ref.sql()).count() == 3 and not spark.sql(f"SHOW TBLPROPERTIES {ref.sql()}").where(
+        f"key = '{CHECKPOINT_PROPERTY}'").collect()
+    spark.sql(f"DROP TABLE {ref.sql()} PURGE")
+
+
+ranks = st.lists(st.tuples(st.booleans(), st.integers(-(2**63), 2**63 - 1), st.integers(-(2**63), 2**63 - 1)),
+                 min_size=1, max_size=8)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(st.lists(ranks, min_size=1, max_size=3), st.integers(0, 63), st.integers(0, 63))
+def test_the_packed_rank_picks_the_same_winner_as_the_struct(spark, groups, v_shift, o_shift):
+    """Packed into one bigint inside its bounds, a rank orders records exactly as the keep rule's
+    struct does, for versions and offsets anywhere in the long range; where the bounds' product
+    would not fit, there is no packed rank."""
+    from pyspark.sql import functions as F
+
+    from lakecleaner.config import resolve_table
+    from lakecleaner.strategies import RankBounds
+
+    rows = [(g, has_ver, (v >> v_shift) if has_ver else None, o >> o_shift)  # narrower ranges, so that some fit
+            for g, rs in enumerate(groups) for has_ver, v, o in rs]
+    versions = [v for _, h, v, _ in rows if h] or [0]
+    bounds = RankBounds(min(r[3] for r in rows), max(r[3] for r in rows), min(versions), max(versions))
+    strategy = Strategy(resolve_table("t", {"compaction.strategy": "column", "compaction.strategy.column": "ver"},
+                                      {"key": "string", "offset": "bigint", "ver": "bigint"}))
+    packed = strategy.packed_rank_sql(bounds, "bigint")
+    if not bounds.fits_a_long:
+        assert packed is None
+        return
+    df = spark.createDataFrame(rows, "g int, has_ver boolean, ver bigint, o bigint")
+    got = df.groupBy("g").agg(F.max(F.expr(packed[0])).alias("pk"), F.max_by("ver", F.expr(packed[0])).alias("bv"),
+                              F.min(F.expr(packed[1]).cast("int")).alias("inside"))
+    got = {r["g"]: (r["best"], r["inside"]) for r in got.select(
+        "g", "inside", F.expr(strategy.unpacked_rank_sql("pk", bounds, "bv")).alias("best")).collect()}
+    want = {r["g"]: r["best"] for r in df.groupBy("g").agg(F.max(F.expr(strategy.winner_rank_sql())).alias("best")).collect()}
+    assert got == {g: (best, 1) for g, best in want.items()}
 
 
 def _check_against_model(spark, lake_config, scenario, schema=SCHEMA):
