@@ -102,25 +102,32 @@ def clean_tables(spark, cfg: LakecleanerConfig, request: BatchRequest,
                 emit(f"lakecleaner: could not rebuild Data Docs: {type(exc).__name__}: {exc}")
         run.finish()
         if codegen_off:  # leave the caller's session as it was
-            spark.conf.unset(CODEGEN)
+            for key in SMALL_TABLE_CONF:
+                spark.conf.unset(key)
     return run.ordered()
 
 
-# Whole-stage code generation compiles every new query plan (Janino), which costs more than it saves
-# on small tables: a 20K-record table's whole chain, warm, took 8.8 s with it and 7.0 s without
-# (medians of six tables, one at a time). A large table needs it (its scans and joins run several
-# times faster), so an application turns it off only when every table it takes is below this.
+# Spark compiles Java code (Janino) for every new query plan: whole stages, and each projection,
+# predicate and ordering an operator builds, in every task. On small tables that costs more than it
+# saves: a 20K-record table's whole chain, warm, took 8.8 s with whole-stage code generation and
+# 7.0 s without (medians of six tables, one at a time), and a profile of the rest still found 40% of
+# the tasks' CPU in code generation and its compiler. A large table needs both (its scans and joins
+# run several times faster), so an application turns them off only when every table it takes is
+# below SMALL_TABLE_BYTES. ``spark.sql.codegen.factoryMode=NO_CODEGEN`` is an internal setting of
+# Spark's: it takes the interpreted projections and predicates Spark itself falls back to whenever
+# generated code cannot be compiled; an unknown setting would be ignored, not fail.
 SMALL_TABLE_BYTES = 32 * 2**20
 
 
 CODEGEN = "spark.sql.codegen.wholeStage"
+SMALL_TABLE_CONF = {CODEGEN: "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
 
 def _choose_codegen(spark, cfg: LakecleanerConfig, tables: tuple[str, ...], emit) -> bool:
-    """Turn whole-stage code generation off for an application of small tables; True if it did."""
+    """Turn code generation off for an application of small tables; True if it did."""
     from .catalog import TableRef, snapshot_summary
 
-    if CODEGEN in cfg.spark.conf or spark.conf.get(CODEGEN, "true").lower() != "true":
+    if any(k in cfg.spark.conf for k in SMALL_TABLE_CONF) or spark.conf.get(CODEGEN, "true").lower() != "true":
         return False  # the operator decided
     largest = 0
     for table in tables:
@@ -131,8 +138,9 @@ def _choose_codegen(spark, cfg: LakecleanerConfig, tables: tuple[str, ...], emit
         largest = max(largest, int(summary.get("total-files-size", 0)))
     if largest > SMALL_TABLE_BYTES:
         return False
-    spark.conf.set(CODEGEN, "false")
-    emit(f"lakecleaner: every table is at most {SMALL_TABLE_BYTES // 2**20} MB: whole-stage code generation off")
+    for key, value in SMALL_TABLE_CONF.items():
+        spark.conf.set(key, value)
+    emit(f"lakecleaner: every table is at most {SMALL_TABLE_BYTES // 2**20} MB: code generation off")
     return True
 
 
