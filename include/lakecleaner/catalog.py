@@ -137,11 +137,24 @@ def conflict_error(ref: TableRef, exc: BaseException) -> CompactionError | None:
                                       f"starts over")
 
 
+def check_layout(ref: TableRef, props: dict[str, str]) -> None:
+    """Refuse a table whose own settings would make the MERGE rewrite files: copy-on-write copies
+    every record that shares a file with a removed one into a new file, so those records would take
+    the run's commit time as their append time (rule 3), and dirty records past the run would be
+    rewritten by a run that never read them."""
+    if props.get("format-version") == "1":
+        raise CompactionError(ref.short, "Iceberg format-version 1 has no row-level deletes; upgrade to 2")
+    mode = props.get("write.merge.mode", LAYOUT_PROPERTIES["write.merge.mode"])
+    if mode.strip().lower() != LAYOUT_PROPERTIES["write.merge.mode"]:
+        raise CompactionError(ref.short, f"write.merge.mode={mode!r}: the cleaner's MERGE needs merge-on-read (a "
+                                         f"rewrite would re-date the records it copies); set it to merge-on-read or "
+                                         f"unset it; nothing committed")
+
+
 def ensure_layout(spark, ref: TableRef, props: dict[str, str]) -> None:
     """Set the write modes the MERGE relies on, where the table does not choose otherwise."""
+    check_layout(ref, props)
     missing = {k: v for k, v in LAYOUT_PROPERTIES.items() if k not in props}
-    if "format-version" in props and props["format-version"] == "1":
-        raise CompactionError(ref.short, "Iceberg format-version 1 has no row-level deletes; upgrade to 2")
     missing.pop("format-version", None)
     if missing:
         assignments = ", ".join(f"'{k}' = '{v}'" for k, v in missing.items())

@@ -255,6 +255,17 @@ def test_not_a_compacted_table_is_refused(spark, lake_config, table_name):
         compact_table(spark, lake_config, table_name)
 
 
+@pytest.mark.parametrize("dry_run", [False, True], ids=["run", "dry run"])
+def test_a_copy_on_write_table_is_refused_before_any_work(spark, lake_config, table_name, dry_run):
+    ref = _filled(spark, lake_config, table_name)
+    spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ('write.merge.mode' = 'copy-on-write')")
+    before_snapshot, before_ids = current_snapshot(spark, ref), _ids(spark, ref)
+    with pytest.raises(CompactionError, match=f"table {table_name}: write.merge.mode='copy-on-write': the cleaner's "
+                                              f"MERGE needs merge-on-read"):
+        compact_table(spark, lake_config, table_name, dry_run=dry_run)
+    assert current_snapshot(spark, ref) == before_snapshot and _ids(spark, ref) == before_ids
+
+
 @pytest.mark.parametrize("props,null_key_every", [({}, 11), ({}, 0), ({"compaction.strategy": "timestamp"}, 0)],
                          ids=["offset, with bad rows", "offset", "timestamp"])
 def test_dry_run_reports_the_same_figures_and_commits_nothing(spark, lake_config, table_name, props, null_key_every):
