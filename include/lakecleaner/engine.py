@@ -37,7 +37,7 @@ from .catalog import (
 )
 from .config import CHECKPOINT_PROPERTY, ConfigError, LakecleanerConfig, TableConfig
 from .files import bytes_scanned, clean_version_ceiling, data_files, dirty_rank_bounds
-from .frames import Frames, at_positions, dirty_scan, partition_pred, small_df
+from .frames import Frames, at_positions, clean_pred, dirty_scan, partition_pred, small_df
 from .history import record_history
 from .rules import Checkpoint, CheckpointError, allot_budget, bad_records_at_log_end, log_ends, run_ends
 from .plans import Plan, RunContext, bad_figures, key_map, key_map_sums
@@ -134,7 +134,6 @@ class BadRecords:
 class RunRange:
     """Phase 1's result: the run's records (a prefix of each partition's dirty part, old enough and
     within the budget) and where the run stops."""
-    dirty_pred: Any
     in_run: Any
     n_run: int
     ends: dict  # partition -> the run's last offset there
@@ -242,7 +241,7 @@ def _dirty_records(spark, start: RunStart):
     from pyspark.sql import functions as F
 
     fr, cutoff = start.fr, start.now_ms - start.tc.min_compaction_lag_ms
-    dirty_pred, records = dirty_scan(spark, start.ref, start.snapshot, fr, start.ckpt_offsets, start.files)
+    records = dirty_scan(spark, start.ref, start.snapshot, fr, start.ckpt_offsets, start.files)
     any_young = any(r["appended_at"] > cutoff for r in start.files)
     if any_young:
         file_times = spark.createDataFrame([(r["_file"], r["appended_at"]) for r in start.files],
@@ -252,7 +251,7 @@ def _dirty_records(spark, start: RunStart):
         young = F.coalesce(F.col("appended_at"), F.lit(0)) > cutoff
     else:
         dirty, young = fr.narrow(records), F.lit(False)
-    return dirty_pred, dirty, young, any_young
+    return dirty, young, any_young
 
 
 def _run_range(spark, start: RunStart, hold: Held, key_map_run: bool) -> RunRange:
@@ -262,7 +261,7 @@ def _run_range(spark, start: RunStart, hold: Held, key_map_run: bool) -> RunRang
     from pyspark.sql import functions as F
 
     tc = start.tc
-    dirty_pred, dirty, young, any_young = _dirty_records(spark, start)
+    dirty, young, any_young = _dirty_records(spark, start)
     anom = F.sum((~F.col("has_ver")).cast("int")).alias("anom")
     # The common run: no record is younger than the lag, so the run is the whole dirty part unless
     # it is over budget. Its key map is then built straight from the dirty part, and summing the map
@@ -305,7 +304,7 @@ def _run_range(spark, start: RunStart, hold: Held, key_map_run: bool) -> RunRang
         in_run = hold(in_run)
     if cut:
         anomalous += int(in_run.where(F.col("p").isin(list(cut))).agg(anom).collect()[0]["anom"] or 0)
-    return RunRange(dirty_pred, in_run.drop("appended_at"), sum(share.values()), ends,
+    return RunRange(in_run.drop("appended_at"), sum(share.values()), ends,
                     {r["p"]: r["end"] for r in per_p}, {r["p"] for r in per_p}, young_min, cut, taken, anomalous,
                     kmap, kmap_sums)
 
@@ -317,8 +316,8 @@ def _clean_side(spark, start: RunStart, hold: Held, rng: RunRange, bad: BadRecor
     from pyspark.sql import functions as F
 
     tc, fr, ckpt = start.tc, start.fr, start.ckpt
-    clean_pred = ~rng.dirty_pred & ~fr.bad if start.ckpt_offsets else F.lit(False)
-    clean = fr.narrow(start.base.where(clean_pred), with_tomb=False)
+    in_clean = clean_pred(tc, start.ckpt_offsets) & ~fr.bad
+    clean = fr.narrow(start.base.where(in_clean), with_tomb=False)
     expired_through = {}
     for p in start.ckpt_offsets:
         h = ckpt.expired_through(p, start.now_ms, tc.delete_retention_ms)
@@ -328,7 +327,7 @@ def _clean_side(spark, start: RunStart, hold: Held, rng: RunRange, bad: BadRecor
     expired_clean = None
     if expired_through:
         expired_pred = partition_pred("p", "o", expired_through, "<=", False)
-        expired_clean = hold(fr.narrow(start.base.where(clean_pred & fr.tomb_pushdown))
+        expired_clean = hold(fr.narrow(start.base.where(in_clean & fr.tomb_pushdown))
                              .where(F.col("tomb") & expired_pred))
     # Log end of partitions with no dirty record (only needed where something there may go), then
     # of every partition with bad records: those count too (rule 6 holds for a keyless record).

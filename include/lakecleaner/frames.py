@@ -57,15 +57,25 @@ class Frames:
 
 
 def dirty_scan(spark, ref: TableRef, snapshot: int, fr: Frames, ckpt_offsets: dict, files):
-    """The records past the checkpoint (and its predicate): pushed down to Iceberg so that only the
-    files that may hold such records are planned, in splits spread over the cores."""
+    """The records past the checkpoint: pushed down to Iceberg so that only the files that may hold
+    such records are planned, in splits spread over the cores."""
     tc = fr.tc
-    pred = partition_pred(ident(tc.partition_column) if tc.partition_column else None, ident(tc.offset_column),
-                           ckpt_offsets, ">", True)
+    pred = partition_pred(_partition_ident(tc), ident(tc.offset_column), ckpt_offsets, ">", True)
     split_size = dirty_split_size(files, ckpt_offsets, fr.p_raw is None, fr.tc.read_split,
                                    spark.sparkContext.defaultParallelism)
     scan = spark.read.option("snapshot-id", snapshot).option("split-size", split_size).table(ref.sql())
-    return pred, scan.where(pred & ~fr.bad)
+    return scan.where(pred & ~fr.bad)
+
+
+def clean_pred(tc: TableConfig, ckpt_offsets: dict):
+    """The records at or below the checkpoint, as a predicate on the table's own columns. Written
+    as such, not as NOT the dirty scan's predicate: Iceberg's metrics rule a file out on
+    (p = X AND o <= c), never on NOT (p = X), so the negation would open every dirty file too."""
+    return partition_pred(_partition_ident(tc), ident(tc.offset_column), ckpt_offsets, "<=", False)
+
+
+def _partition_ident(tc: TableConfig) -> str | None:
+    return ident(tc.partition_column) if tc.partition_column else None
 
 
 def partition_pred(p_col: str | None, o_col: str, bounds: dict, op: str, unbounded_default: bool):
