@@ -19,7 +19,7 @@ from .config import TableConfig
 from .files import may_hold_run_offsets
 from .frames import LONG_MIN, Frames, at_positions, join_side, match_columns, merge_delete, temp_view
 from .rules import REASON_EXPIRED_TOMBSTONE, REASON_SUPERSEDED
-from .strategies import RankBounds, Strategy, ident, version_as_long_sql
+from .strategies import RankBounds, Strategy, checkpoint_sql, ident, long_as_version_sql, version_as_long_sql
 
 @dataclass
 class RunContext:
@@ -274,21 +274,56 @@ def _clean_winners(ctx: "RunContext", kmap, n_keys: int):
     from pyspark.sql import functions as F
 
     if not ctx.has_clean:
-        return kmap.select("p", "key", F.lit(None).cast("bigint").alias("clean_o"),
-                           F.lit(None).cast("boolean").alias("clean_expired")).limit(0)
+        return _no_clean_winners(kmap)
     probed = kmap.select("p", "key", "best")
     version_type = kmap.schema["best"].dataType["ver"].dataType.simpleString()
     best_version = version_as_long_sql("best.ver", version_type)
-    if ctx.version_ceiling is not None and best_version:
-        probed = probed.where(f"NOT best.has_ver OR {best_version} <= {ctx.version_ceiling}")
+    clean = ctx.clean
+    if best_version:
+        if ctx.version_ceiling is not None:
+            probed = probed.where(f"NOT best.has_ver OR {best_version} <= {ctx.version_ceiling}")
+        floors = _version_floors(probed, best_version)
+        if not floors:  # no best may lose: nothing to read
+            return _no_clean_winners(kmap)
+        clean = clean.where(_above_floors_sql(floors, version_type))
     rank = F.expr(ctx.fr.strategy.winner_rank_sql())
-    wins = (ctx.clean.join(join_side(probed, n_keys), ["p", "key"]).where(rank > F.col("best"))
+    wins = (clean.join(join_side(probed, n_keys), ["p", "key"]).where(rank > F.col("best"))
             .groupBy("p", "key").agg(F.max(rank).alias("clean_rank"))
             .select("p", "key", F.col("clean_rank.o").alias("clean_o")))
     if ctx.expired_clean is None:
         return ctx.hold(wins.withColumn("clean_expired", F.lit(None).cast("boolean")))
     expired = ctx.expired_clean.select("p", F.col("o").alias("clean_o"), F.lit(True).alias("clean_expired"))
     return ctx.hold(wins.join(expired, ["p", "clean_o"], "left"))
+
+
+def _no_clean_winners(kmap):
+    from pyspark.sql import functions as F
+
+    return kmap.select("p", "key", F.lit(None).cast("bigint").alias("clean_o"),
+                       F.lit(None).cast("boolean").alias("clean_expired")).limit(0)
+
+
+def _version_floors(probed, best_version: str) -> dict:
+    """Per partition with a probed key, the lowest version of its bests (None: some best has no
+    version, so any versioned clean record may beat it). A cleaned record beats a best only with a
+    higher version (a tie goes to the best's higher offset), so the probe reads no clean record
+    below its partition's floor: with the filter on the version column, Iceberg skips the clean
+    files and row groups whose bounds lie below it. A CDC table's late records are mostly replays
+    of recent changes, whose rivals sit in the newest files."""
+    from pyspark.sql import functions as F
+
+    rows = probed.groupBy("p").agg(F.min(F.when(F.col("best.has_ver"), F.expr(best_version))).alias("floor"),
+                                   F.count(F.when(~F.col("best.has_ver"), 1)).alias("unversioned")).collect()
+    return {r["p"]: None if r["unversioned"] else r["floor"] for r in rows}
+
+
+def _above_floors_sql(floors: dict, version_type: str) -> str:
+    """Clean records of a probed partition at or above its floor, on the version column as it is
+    (ver) so that the filter reaches Iceberg."""
+    bounded = {p: long_as_version_sql(v, version_type) for p, v in floors.items() if v is not None}
+    terms = [checkpoint_sql("p", "ver", bounded, ">=")] if bounded else []
+    terms += [f"p = {p}" for p, v in floors.items() if v is None]
+    return " OR ".join(t for t in terms if t)
 
 
 def key_map_plan(ctx: "RunContext", kmap=None, sums=None, bad_rows=None, n_bad: int = 0) -> "KeyMapPlan":

@@ -217,6 +217,10 @@ class RankBounds:
         return (self.v_max - self.v_min + 2) * self.o_span <= 2**63 - 1
 
 
+# The versions that are longs in their own order, one to one: (to the long, back to the type).
+_LONG_FUNCTIONS = {"date": ("unix_date", "date_from_unix_date"), "timestamp": ("unix_micros", "timestamp_micros")}
+
+
 def version_as_long_sql(expr: str, type_name: str) -> str | None:
     """SQL: the version ``expr`` (of Spark type ``type_name``) as a bigint in the same order, one to
     one, so versions compare as longs, and with the bounds Iceberg's metrics keep, turned the same
@@ -224,11 +228,19 @@ def version_as_long_sql(expr: str, type_name: str) -> str | None:
     Iceberg's bounds leave NaN out), timestamp_ntz (only through a time zone, not one to one)."""
     if type_name in INTEGRAL_TYPES:
         return f"CAST({expr} AS BIGINT)"
-    if type_name == "date":
-        return f"unix_date({expr})"
-    if type_name == "timestamp":
-        return f"unix_micros({expr})"
+    if type_name in _LONG_FUNCTIONS:
+        return f"{_LONG_FUNCTIONS[type_name][0]}({expr})"
     return None
+
+
+def long_as_version_sql(value: int, type_name: str) -> str:
+    """SQL: the literal version of ``type_name`` that version_as_long_sql turns into ``value``, for
+    a predicate on the version column itself, which Iceberg can push down to its files' bounds."""
+    if type_name in INTEGRAL_TYPES:
+        return f"{int(value)}"
+    if type_name in _LONG_FUNCTIONS:
+        return f"{_LONG_FUNCTIONS[type_name][1]}({int(value)})"
+    raise ValueError(f"no version of type {type_name} is a long")
 
 
 def key_hash_sql(tc: TableConfig) -> str:

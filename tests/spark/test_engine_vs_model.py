@@ -22,6 +22,8 @@ from lakecleaner.rules import Checkpoint, encode_version_header
 from lakecleaner.strategies import Strategy, version_as_long_sql
 from lakecleaner.tables import KAFKA_SCHEMA, append, create_compacted_table, read_model_records
 
+from iceberg_scans import iceberg_scans
+
 pytestmark = pytest.mark.spark
 SCHEMA = KAFKA_SCHEMA + ", `ver` bigint"
 SCHEMA_UNPARTITIONED = SCHEMA.replace("`partition` int, ", "")  # the whole table is one log
@@ -229,6 +231,31 @@ def test_only_run_keys_whose_best_may_lose_are_looked_up_in_the_clean_part(spark
     assert ceilings[1] == highest_cleaned and (highest_cleaned is None) == (version_type in ("double", "timestamp_ntz"))
     # the key map's rank is one bigint where the version has an exact long
     assert (packed and all(packed)) if highest_cleaned is not None else not any(packed), packed
+
+
+@pytest.mark.parametrize("partitioned", [True, False])
+def test_the_clean_part_is_probed_only_at_or_above_the_lowest_version_that_may_lose(spark, lake_config, partitioned):
+    """A cleaned record beats a run's best only with a higher version, so the probe asks Iceberg
+    for the clean records at or above its partition's lowest probed version: a clean file whose
+    versions all lie below (older history) is not read. A CDC table's late records are replays of
+    recent changes, so most of its clean files are skipped."""
+    rec = lambda key, ver: {"key": key, "partition": 0, "timestamp": 1, "headers": None,  # noqa: E731
+                            "tombstone": None, "value": "x", "ver": ver}
+    old = [rec(k, v) for k, v in zip("abcde", range(1, 6))]  # one clean file, versions 1-5
+    recent = [rec(k, v) for k, v in zip("fghij", range(100, 105))]  # another, versions 100-104
+    late = [rec("g", 100),  # a replay below g's cleaned 101: loses to it
+            rec("h", 103),  # above h's cleaned 102: wins
+            rec("a", 500)]  # above every cleaned version: not probed at all
+    props = {"compaction.strategy": "column", "compaction.strategy.header": "", "compaction.strategy.column": "ver",
+             "compaction.max.records.per.run": 1000, "compaction.retain.log.end.record": "false",
+             "delete.retention.ms": 10_000_000, "min.compaction.lag.ms": 0}
+    with iceberg_scans(spark) as scans:
+        _check_against_model(spark, lake_config, (props, partitioned, [old, recent, late], [(1, 1), (2, 1)]))
+    probes = [scan for scan in scans if "ver >= 100" in scan["desc"]]
+    ran = [scan for scan in probes if scan["number of result data files"]]  # not those of a reused result
+    assert ran and all(scan["number of skipped data files"] for scan in ran), probes
+    if partitioned:  # then each batch is one file: the probe opens the recent one alone
+        assert [scan["number of result data files"] for scan in ran] == [1], probes
 
 
 def test_a_run_stops_when_its_records_lie_outside_the_bounds_its_rank_was_packed_with(spark, lake_config,
