@@ -9,10 +9,11 @@ Series, each timed on one snapshot in one process, medians of --repeats runs int
   Each is built as a compacted table is between runs: the first (1 - dirty) of the records, one per
   key, cleaned by a real run (which writes the checkpoint), then the dirty part appended: updates of
   random keys (10% deletes), of which --late are late lower versions (lower than the key's cleaned
-  winner: they must lose). Timed: the naive rewrite (``row_number() OVER (PARTITION BY key ORDER BY
-  version DESC, offset DESC) = 1`` written as a new table), the versioned strategy, and the offset
-  strategy on the same table (the table property switched), for the ratios strategy/naive and
-  strategy/offset.
+  winner: they must lose; with --late-window below 1, replays of the newest keys' changes, and the
+  clean part landed in --clean-batches appends, as a CDC table is). Timed: the naive rewrite
+  (``row_number() OVER (PARTITION BY key ORDER BY version DESC, offset DESC) = 1`` written as a new
+  table), the versioned strategy, and the offset strategy on the same table (the table property
+  switched), for the ratios strategy/naive and strategy/offset.
 - ``values``: the offset strategy vs its naive rewrite on a Kafka-shaped table whose values are about
   1 KB of hex digests (half the bytes' entropy: zstd gets about 2x, not the 100 identical bytes of
   bench_compaction.py, which flatter the naive rewrite).
@@ -24,6 +25,7 @@ At up to --check-max records the engine's result is compared with the reference 
 
 Usage: python benchmarks/bench_cdc.py [--series column,timestamp,values,memory] [--records 20000000]
        [--value-records 5000000] [--memory-keys 10000000] [--dirty 0.05] [--late 0.03] [--repeats 3]
+       [--late-window 1.0] [--clean-batches 1]
 """
 from __future__ import annotations
 
@@ -124,11 +126,24 @@ class Built:
     setup_run_s: float
 
 
-def build(spark, cfg: LakecleanerConfig, table: str, shape: Shape, clean: int, dirty: int, late: float,
+@dataclass(frozen=True)
+class LateShape:
+    """Where the dirty part's late lower versions lie. ``window`` 1.0 (the default): below the
+    cleaned winner of any key, anywhere in the history, so no clean file can be ruled out by its
+    version bounds (adversarial). A smaller window: replays of the changes of the newest ``window``
+    of the keys, as a CDC connector that restarts from its last committed position sends them; with
+    the clean part landed in ``batches`` appends, as a landing job writes it over time."""
+
+    share: float = 0.03
+    window: float = 1.0
+    batches: int = 1
+
+
+def build(spark, cfg: LakecleanerConfig, table: str, shape: Shape, clean: int, dirty: int, late: LateShape,
           value) -> Built:
     """The clean part (one record per key, keys spread over partitions by key as Kafka's partitioner
     does) cleaned by a real run, then the dirty part appended: updates of random clean keys in their
-    key's partition with offsets past every clean one, 10% deletes; a ``late`` share of them carries
+    key's partition with offsets past every clean one, 10% deletes; a ``late.share`` of them carries
     a version just below the key's cleaned winner."""
     from pyspark.sql import functions as F
 
@@ -136,9 +151,10 @@ def build(spark, cfg: LakecleanerConfig, table: str, shape: Shape, clean: int, d
     ref = create_compacted_table(spark, cfg, table, {"compaction.retain.log.end.record": "true", **shape.properties},
                                  schema=shape.schema)
     key_id = F.col("id")
-    spark.range(0, clean).select(*shape.columns(
-        key_id, (key_id / PARTITIONS).cast("bigint"), F.lit(VERSION_BASE) + key_id, value, F.lit(False))
-    ).sortWithinPartitions("partition").writeTo(ref.sql()).append()
+    for i in range(late.batches):
+        spark.range(clean * i // late.batches, clean * (i + 1) // late.batches).select(*shape.columns(
+            key_id, (key_id / PARTITIONS).cast("bigint"), F.lit(VERSION_BASE) + key_id, value, F.lit(False))
+        ).sortWithinPartitions("partition").writeTo(ref.sql()).append()
     t1 = time.time()
     setup = compact_table(spark, cfg, ref.short, now_ms=int(time.time() * 1000))
     setup_s = time.time() - t1
@@ -146,7 +162,10 @@ def build(spark, cfg: LakecleanerConfig, table: str, shape: Shape, clean: int, d
         raise RuntimeError(f"{ref.short}: the setup run did not clean the clean part as expected: {setup}")
     checkpoint = _property(spark, ref, CHECKPOINT_PROPERTY)
     updated = F.abs(F.xxhash64("id")) % F.lit(clean)
-    is_late = (F.abs(F.xxhash64("id", F.lit("late"))) % 10_000) < int(late * 10_000)
+    is_late = (F.abs(F.xxhash64("id", F.lit("late"))) % 10_000) < int(late.share * 10_000)
+    if late.window < 1.0:
+        recent = F.lit(clean - 1) - F.abs(F.xxhash64("id", F.lit("recent"))) % F.lit(max(1, int(late.window * clean)))
+        updated = F.when(is_late, recent).otherwise(updated)
     version = F.when(is_late, F.lit(VERSION_BASE - 1) + updated).otherwise(F.lit(VERSION_BASE) + F.col("id"))
     spark.range(clean, clean + dirty).select(*shape.columns(updated, F.col("id"), version, value, F.col("id") % 10 == 0)) \
         .sortWithinPartitions("partition", "offset").writeTo(ref.sql()).append()
@@ -367,6 +386,9 @@ def main() -> int:
     parser.add_argument("--memory-strategies", default="column,offset")
     parser.add_argument("--dirty", type=float, default=0.05)
     parser.add_argument("--late", type=float, default=0.03, help="share of dirty records with a late lower version")
+    parser.add_argument("--late-window", type=float, default=1.0,
+                        help="late records replay changes of the newest this share of keys (1.0: any key)")
+    parser.add_argument("--clean-batches", type=int, default=1, help="appends the clean part lands in")
     parser.add_argument("--repeats", type=int, default=3, help="timings per job; the median is reported")
     parser.add_argument("--check-max", type=int, default=1_000_000,
                         help="compare with the reference model at up to this many records")
@@ -384,10 +406,11 @@ def main() -> int:
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{cfg.catalog.name}`.`bench`")
     pid = jvm_pid(spark)
     results: dict = {"args": vars(args)}
+    late = LateShape(args.late, args.late_window, args.clean_batches)
     for name, shape in (("column", CDC_COLUMN), ("timestamp", KAFKA_TIMESTAMP)):
         if name in series:
             dirty = int(args.records * args.dirty)
-            built = build(spark, cfg, f"bench.{name}_{args.records}", shape, args.records - dirty, dirty, args.late,
+            built = build(spark, cfg, f"bench.{name}_{args.records}", shape, args.records - dirty, dirty, late,
                           short_value())
             results[name] = measure(spark, cfg, built, [shape, KAFKA_OFFSET], pid, args.repeats,
                                     args.records <= args.check_max)
@@ -395,7 +418,7 @@ def main() -> int:
     if "values" in series:
         dirty = int(args.value_records * args.dirty)
         built = build(spark, cfg, f"bench.values_{args.value_records}", KAFKA_OFFSET, args.value_records - dirty,
-                      dirty, args.late, realistic_value(args.value_bytes))
+                      dirty, late, realistic_value(args.value_bytes))
         results["values"] = measure(spark, cfg, built, [KAFKA_OFFSET], pid, args.repeats,
                                     args.value_records <= args.check_max)
         print(json.dumps({"series": "values", **results["values"]}), flush=True)
