@@ -9,6 +9,7 @@ what the model says.
 from __future__ import annotations
 
 import datetime
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -233,27 +234,33 @@ def test_only_run_keys_whose_best_may_lose_are_looked_up_in_the_clean_part(spark
     assert (packed and all(packed)) if highest_cleaned is not None else not any(packed), packed
 
 
-@pytest.mark.parametrize("partitioned", [True, False])
-def test_the_clean_part_is_probed_only_at_or_above_the_lowest_version_that_may_lose(spark, lake_config, partitioned):
+@pytest.mark.parametrize("version_type,partitioned", [("bigint", True), ("bigint", False), ("int", True),
+                                                      ("date", True), ("timestamp", True)])
+def test_the_clean_part_is_probed_only_at_or_above_the_lowest_version_that_may_lose(spark, lake_config, version_type,
+                                                                                   partitioned):
     """A cleaned record beats a run's best only with a higher version, so the probe asks Iceberg
     for the clean records at or above its partition's lowest probed version: a clean file whose
     versions all lie below (older history) is not read. A CDC table's late records are replays of
-    recent changes, so most of its clean files are skipped."""
-    rec = lambda key, ver: {"key": key, "partition": 0, "timestamp": 1, "headers": None,  # noqa: E731
-                            "tombstone": None, "value": "x", "ver": ver}
-    old = [rec(k, v) for k, v in zip("abcde", range(1, 6))]  # one clean file, versions 1-5
-    recent = [rec(k, v) for k, v in zip("fghij", range(100, 105))]  # another, versions 100-104
-    late = [rec("g", 100),  # a replay below g's cleaned 101: loses to it
+    recent changes, so most of its clean files are skipped. The floor is rendered back in the
+    column's own type (a day, a microsecond): two units too high and g's cleaned winner is lost
+    (one is still right: a cleaned record at the floor ties, and the run's higher offset wins)."""
+    v = VERSION_OF_TYPE[version_type]
+    rec = lambda key, n: {"key": key, "partition": 0, "timestamp": 1, "headers": None,  # noqa: E731
+                          "tombstone": None, "value": "x", "ver": v(n)}
+    old = [rec(k, n) for k, n in zip("abcde", range(1, 6))]  # one clean file, versions 1-5
+    recent = [rec(k, n) for k, n in zip("fghij", range(100, 105))]  # another, versions 100-104
+    late = [rec("g", 100),  # a replay below g's cleaned 101, and the partition's floor: loses to it
             rec("h", 103),  # above h's cleaned 102: wins
             rec("a", 500)]  # above every cleaned version: not probed at all
     props = {"compaction.strategy": "column", "compaction.strategy.header": "", "compaction.strategy.column": "ver",
              "compaction.max.records.per.run": 1000, "compaction.retain.log.end.record": "false",
              "delete.retention.ms": 10_000_000, "min.compaction.lag.ms": 0}
     with iceberg_scans(spark) as scans:
-        _check_against_model(spark, lake_config, (props, partitioned, [old, recent, late], [(1, 1), (2, 1)]))
-    probes = [scan for scan in scans if "ver >= 100" in scan["desc"]]
-    ran = [scan for scan in probes if scan["number of result data files"]]  # not those of a reused result
-    assert ran and all(scan["number of skipped data files"] for scan in ran), probes
+        _check_against_model(spark, lake_config, (props, partitioned, [old, recent, late], [(1, 1), (2, 1)]),
+                             KAFKA_SCHEMA + f", `ver` {version_type}")
+    probes = [scan for scan in scans if re.search(r"\bver >= ", scan["desc"])]
+    ran = [scan for scan in probes if scan.get("number of result data files")]  # not those of a reused result
+    assert ran and all(scan.get("number of skipped data files") for scan in ran), probes
     if partitioned:  # then each batch is one file: the probe opens the recent one alone
         assert [scan["number of result data files"] for scan in ran] == [1], probes
 
