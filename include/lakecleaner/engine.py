@@ -213,10 +213,8 @@ def _start(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run: b
     if snapshot is None:
         return None, result
     files = data_files(spark, ref, tc, snapshot, read_append_times(cfg, ref.short))
-    ckpt = _reset_past_log_end(ref, tc, ckpt, files, result)
-    unpartitioned = tc.partition_column is None
-    ckpt_offsets = ckpt.offsets if not unpartitioned else {None: ckpt.offsets[None]} if None in ckpt.offsets else {}
-    start = RunStart(ref, tc, Frames(tc), snapshot, ckpt, ckpt_offsets, {}, files,
+    ckpt = _reset_checkpoint(ref, tc, ckpt, files, result)
+    start = RunStart(ref, tc, Frames(tc), snapshot, ckpt, dict(ckpt.offsets), {}, files,
                      spark.read.option("snapshot-id", snapshot).table(ref.sql()), now_ms)
     start.retained = start.internal(ckpt.retained)
     return start, result
@@ -450,20 +448,32 @@ def _ckpt_summary(ckpt: Checkpoint) -> dict:
     return {("-" if p is None else str(p)): o for p, o in sorted(ckpt.offsets.items(), key=lambda kv: str(kv[0]))}
 
 
-def _reset_past_log_end(ref: TableRef, tc: TableConfig, ckpt: Checkpoint, files: list, result: dict) -> Checkpoint:
-    """The checkpoint, reset for partitions it claims cleaned past their log end (see
-    Checkpoint.reset_past_log_end), with a warning and the reset partitions in the run's result."""
-    if not tc.retain_log_end_record:
-        return ckpt
+def _reset_checkpoint(ref: TableRef, tc: TableConfig, ckpt: Checkpoint, files: list, result: dict) -> Checkpoint:
+    """The checkpoint without the partitions it cannot vouch for, each reset with a warning and
+    listed in the run's result (checkpoint_reset), then cleaned from its start: entries of the other
+    layout (Checkpoint.reset_other_layout), and partitions it claims cleaned past their log end
+    (Checkpoint.reset_past_log_end)."""
     partitioned = tc.partition_column is not None
-    by_file = (((f["p_lower_bound"] if f["p_lower_bound"] == f["p_upper_bound"] else None) if partitioned else None,
-                f["o_upper_bound"]) for f in files)
-    ckpt, reset = ckpt.reset_past_log_end(log_ends(by_file, partitioned))
+    ckpt, other = ckpt.reset_other_layout(partitioned)
+    if other:
+        log.warning("lakecleaner: table %s: checkpoint entries %s were written while the table was %s "
+                    "(compaction.partition.column changed): reset, the table is cleaned from its start", ref.short,
+                    _shown_partitions(other), "unpartitioned" if partitioned else "partitioned")
+    reset = []
+    if tc.retain_log_end_record:
+        by_file = (((f["p_lower_bound"] if f["p_lower_bound"] == f["p_upper_bound"] else None) if partitioned else None,
+                    f["o_upper_bound"]) for f in files)
+        ckpt, reset = ckpt.reset_past_log_end(log_ends(by_file, partitioned))
     if reset:
         log.warning("lakecleaner: table %s: checkpoint past the log end of partition(s) %s (truncated or recreated?): "
-                    "reset, those partitions are cleaned from their start", ref.short, reset)
-        result["checkpoint_reset"] = ["-" if p is None else p for p in reset]
+                    "reset, those partitions are cleaned from their start", ref.short, _shown_partitions(reset))
+    if other or reset:
+        result["checkpoint_reset"] = _shown_partitions(other + reset)
     return ckpt
+
+
+def _shown_partitions(partitions: list) -> list:
+    return ["-" if p is None else p for p in partitions]
 
 
 def quarantine_table(cfg: LakecleanerConfig, ref: TableRef) -> TableRef:

@@ -198,10 +198,19 @@ class Checkpoint:
         partition was truncated or recreated; as Kafka resets a cleaner offset past the log end, it
         is cleaned from its start again instead of looking clean forever."""
         past = [p for p, o in self.offsets.items() if ends and p in ends and o > ends[p]]
-        if not past:
-            return self, []
-        keep = lambda d: {p: v for p, v in d.items() if p not in past}  # noqa: E731
-        return Checkpoint(keep(self.offsets), [(at, keep(o), n) for at, o, n in self.history], keep(self.retained)), past
+        return (self.without(past), past) if past else (self, [])
+
+    def reset_other_layout(self, partitioned: bool) -> tuple["Checkpoint", list[Partition]]:
+        """The checkpoint without the entries written under the other layout (the table's
+        compaction.partition.column was set or unset since), and those entries: NO_PARTITION in a
+        partitioned table's checkpoint, partition numbers in an unpartitioned one's. Their offsets
+        count another log's records, so they say nothing of this one's; it is cleaned from its start."""
+        other = [p for p in {*self.offsets, *self.retained} if (p is None) == partitioned]
+        return (self.without(other), other) if other else (self, [])
+
+    def without(self, partitions) -> "Checkpoint":
+        keep = lambda d: {p: v for p, v in d.items() if p not in partitions}  # noqa: E731
+        return Checkpoint(keep(self.offsets), [(at, keep(o), n) for at, o, n in self.history], keep(self.retained))
 
     # JSON, stored as the table property lakecleaner.checkpoint
     def to_json(self) -> str:

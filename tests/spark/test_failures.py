@@ -21,7 +21,7 @@ from lakecleaner.engine import compact_table
 from lakecleaner.model import compact
 from lakecleaner.rules import Checkpoint
 from lakecleaner.submit import RESULT_MARKER
-from lakecleaner.tables import append, create_compacted_table, read_model_records
+from lakecleaner.tables import KAFKA_SCHEMA, append, create_compacted_table, read_model_records
 
 pytestmark = pytest.mark.spark
 
@@ -440,3 +440,31 @@ def test_a_null_offset_record_appended_during_a_run_is_not_removed_unseen(spark,
     quarantined = spark.table(ref.sql("__quarantine")).where("offset IS NULL").collect()
     assert sorted(r["value"] for r in quarantined) == ["early", "late"]
     assert spark.table(ref.sql()).where("offset IS NULL").count() == 0
+
+
+def test_a_checkpoint_written_before_the_table_was_partitioned_is_reset(spark, lake_config, table_name):
+    """The table was cleaned as one log (it has no column named by compaction.partition.column),
+    then set to be cleaned per partition (``part``). The old checkpoint's "-" entry counts offsets
+    of a log that no longer exists: read as a bound on every partition, records past a partition's
+    own checkpoint could be taken as clean and dirty at once, and a retained "-" as partition 0's.
+    It is reset, and the table cleaned per partition from its start, as the reference model does
+    from no checkpoint."""
+    schema = KAFKA_SCHEMA.replace("`partition` int", "`part` int")
+    rows = lambda start, n: [{**{k: v for k, v in r.items() if k != "partition"}, "part": r["partition"]}  # noqa: E731
+                             for r in _rows(start, n)]
+    ref = create_compacted_table(spark, lake_config, table_name, schema=schema, partition_by=None)
+    append(spark, ref, rows(0, 40), schema)
+    compact_table(spark, lake_config, table_name)
+    assert set(Checkpoint.from_json(_props(spark, ref)[CHECKPOINT_PROPERTY]).offsets) == {None}
+    spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ('compaction.partition.column' = 'part')")
+    append(spark, ref, rows(40, 60), schema)
+    now = int(time.time() * 1000)
+    records, tc = read_model_records(spark, lake_config, table_name)
+    assert tc.partition_column == "part"
+    outcome = compact(records, Checkpoint(), tc, now)
+    stats = compact_table(spark, lake_config, table_name, now_ms=now)
+    assert stats["checkpoint_reset"] == ["-"] and stats["status"] == "committed"
+    survivors = sorted((r["part"], r["offset"]) for r in spark.table(ref.sql()).select("part", "offset").collect())
+    assert survivors == sorted(r.id for r in outcome.survivors(records))
+    assert stats["removed_superseded"] == outcome.stats["removed_superseded"]
+    assert set(Checkpoint.from_json(_props(spark, ref)[CHECKPOINT_PROPERTY]).offsets) == {0, 1}

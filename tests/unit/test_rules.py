@@ -789,6 +789,18 @@ def test_checkpoint_past_the_log_end_is_reset_for_that_partition_only():
     assert ck.reset_past_log_end(None) == (ck, [])  # metrics cannot say: leave it
 
 
+def test_checkpoint_entries_of_the_other_layout_are_reset():
+    """compaction.partition.column set or unset since the checkpoint was written: the entries of
+    the other layout count another log's offsets (and a retained "-" must not become partition 0's)."""
+    ck = Checkpoint(offsets={None: 50, 0: 9}, history=[(1, {None: 50}, 2), (2, {0: 9}, 0)], retained={None: 50})
+    part, reset = ck.reset_other_layout(partitioned=True)
+    assert reset == [None] and part == Checkpoint(offsets={0: 9}, history=[(1, {}, 2), (2, {0: 9}, 0)], retained={})
+    whole, reset = ck.reset_other_layout(partitioned=False)
+    assert reset == [0] and whole == Checkpoint(offsets={None: 50}, history=[(1, {None: 50}, 2), (2, {}, 0)],
+                                                retained={None: 50})
+    assert part.reset_other_layout(partitioned=True) == (part, [])
+
+
 def test_log_ends_from_file_metrics():
     assert log_ends([(0, 5), (0, 9), (1, 3)], partitioned=True) == {0: 9, 1: 3}
     assert log_ends([(None, 5), (None, 9)], partitioned=False) == {None: 9}
