@@ -176,15 +176,14 @@ def key_map(in_run, strategy: Strategy, bounds: RankBounds | None = None):
     from pyspark.sql import functions as F
 
     tomb, anom = F.col("tomb").cast("int"), F.sum((~F.col("has_ver")).cast("int")).alias("anom")
-    packed = strategy.packed_rank_sql(bounds, in_run.schema["ver"].dataType.simpleString()) \
-        if strategy.versioned and bounds else None
+    version_type = in_run.schema["ver"].dataType.simpleString()
+    packed = strategy.packed_rank_sql(bounds, version_type) if strategy.versioned and bounds else None
     if packed:
         rank, inside = F.expr(packed[0]), F.expr(packed[1])
         agg = in_run.groupBy("p", "key").agg(
-            F.max(rank).alias("packed"), F.max_by("ver", rank).alias("best_ver"), F.max_by(tomb, rank).alias("winner_tomb"),
+            F.max(rank).alias("packed"), F.max_by(tomb, rank).alias("winner_tomb"),
             F.max("o").alias("top_o"), F.count("*").alias("n"), anom, F.sum((~inside).cast("int")).alias("outside"))
-        agg = agg.withColumn("best", F.expr(strategy.unpacked_rank_sql("packed", bounds, "best_ver"))) \
-            .drop("packed", "best_ver")
+        agg = agg.withColumn("best", F.expr(strategy.unpacked_rank_sql("packed", bounds, version_type))).drop("packed")
     elif strategy.versioned:
         rank = F.expr(strategy.winner_rank_sql())
         agg = in_run.groupBy("p", "key").agg(F.max(rank).alias("best"), F.max_by(tomb, rank).alias("winner_tomb"),
@@ -204,10 +203,11 @@ def key_map_sums(kmap, ref: TableRef, bounds: RankBounds | None = None) -> list[
     bounds its rank was packed with."""
     from pyspark.sql import functions as F
 
-    sums = [{k: int(v or 0) for k, v in r.asDict().items()} for r in kmap.groupBy("p").agg(
+    floors = _floor_aggregates(kmap)
+    sums = [{k: v if k == "floor" else int(v or 0) for k, v in r.asDict().items()} for r in kmap.groupBy("p").agg(
         F.max("top_o").alias("end"), F.sum("n").alias("n"), F.count("*").alias("keys"),
         F.sum("anom").alias("anom"), F.sum("winner_tomb").alias("new_tombstones"),
-        F.sum("outside").alias("outside")).collect()]
+        F.sum("outside").alias("outside"), *floors).collect()]
     outside = sum(r["outside"] for r in sums)
     if outside:
         raise CompactionError(ref.short, f"{outside} record(s) of the run lie outside the offset and version bounds "
@@ -243,7 +243,7 @@ def decide_keys(ctx: "RunContext", kmap, sums: list[dict]) -> KeyDecision:
         decided = kmap.select("p", "key", "top_o", F.col("winner_o").alias("lc_keep"), none.alias("lc_protect"))
         return KeyDecision(decided, sum(r["new_tombstones"] for r in sums), 0, {}, {})
     n_keys = sum(r["keys"] for r in sums)
-    wins = _clean_winners(ctx, kmap, n_keys)
+    wins = _clean_winners(ctx, kmap, sums)
     flagged = kmap.join(join_side(wins, n_keys), ["p", "key"], "left").join(ctx.log_end_df, "p", "left")
     clean_wins = F.col("clean_o").isNotNull()
     goes_expired = clean_wins & F.coalesce(F.col("clean_expired"), F.lit(False))
@@ -266,7 +266,7 @@ def decide_keys(ctx: "RunContext", kmap, sums: list[dict]) -> KeyDecision:
                        {r["p"]: r["retained"] for r in rows if r["retained"] is not None})
 
 
-def _clean_winners(ctx: "RunContext", kmap, n_keys: int):
+def _clean_winners(ctx: "RunContext", kmap, sums: list[dict]):
     """The keys whose cleaned record beats the run's best: that record's offset ``clean_o`` and
     whether it is a tombstone past its horizon (held: the figures and the MERGE both read it).
     Only keys whose best may lose are probed: a cleaned record wins only with a version, and a
@@ -282,10 +282,11 @@ def _clean_winners(ctx: "RunContext", kmap, n_keys: int):
     if best_version:
         if ctx.version_ceiling is not None:
             probed = probed.where(f"NOT best.has_ver OR {best_version} <= {ctx.version_ceiling}")
-        floors = _version_floors(probed, best_version)
+        floors = _version_floors(sums, ctx.version_ceiling)
         if not floors:  # no best may lose: nothing to read
             return _no_clean_winners(kmap)
         clean = clean.where(_above_floors_sql(floors, version_type))
+    n_keys = sum(r["keys"] for r in sums)
     rank = F.expr(ctx.fr.strategy.winner_rank_sql())
     wins = (clean.join(join_side(probed, n_keys), ["p", "key"]).where(rank > F.col("best"))
             .groupBy("p", "key").agg(F.max(rank).alias("clean_rank"))
@@ -303,18 +304,35 @@ def _no_clean_winners(kmap):
                        F.lit(None).cast("boolean").alias("clean_expired")).limit(0)
 
 
-def _version_floors(probed, best_version: str) -> dict:
-    """Per partition with a probed key, the lowest version of its bests (None: some best has no
-    version, so any versioned clean record may beat it). A cleaned record beats a best only with a
-    higher version (a tie goes to the best's higher offset), so the probe reads no clean record
-    below its partition's floor: with the filter on the version column, Iceberg skips the clean
-    files and row groups whose bounds lie below it. A CDC table's late records are mostly replays
-    of recent changes, whose rivals sit in the newest files."""
+def _floor_aggregates(kmap) -> list:
+    """For key_map_sums, per partition: the lowest version of the keys' bests (``floor``, as a long)
+    and how many bests have no version (``unversioned``); none where the version has no exact long."""
     from pyspark.sql import functions as F
 
-    rows = probed.groupBy("p").agg(F.min(F.when(F.col("best.has_ver"), F.expr(best_version))).alias("floor"),
-                                   F.count(F.when(~F.col("best.has_ver"), 1)).alias("unversioned")).collect()
-    return {r["p"]: None if r["unversioned"] else r["floor"] for r in rows}
+    if "best" not in kmap.columns:
+        return []
+    best_version = version_as_long_sql("best.ver", kmap.schema["best"].dataType["ver"].dataType.simpleString())
+    if best_version is None:
+        return []
+    return [F.min(F.when(F.col("best.has_ver"), F.expr(best_version))).alias("floor"),
+            F.count(F.when(~F.col("best.has_ver"), 1)).alias("unversioned")]
+
+
+def _version_floors(sums: list[dict], ceiling: int | None) -> dict:
+    """Per partition whose bests may lose, the lowest version among them (None: some best has no
+    version, so any versioned clean record may beat it); a best above the ceiling cannot lose. A
+    cleaned record beats a best only with a higher version (a tie goes to the best's higher
+    offset), so the probe reads no clean record below its partition's floor: with the filter on the
+    version column, Iceberg skips the clean files and row groups whose bounds lie below it. A CDC
+    table's late records are mostly replays of recent changes, whose rivals sit in the newest files.
+    The floors come with the key map's per-partition sums: no job of their own."""
+    floors = {}
+    for r in sums:
+        if r["unversioned"]:
+            floors[r["p"]] = None
+        elif r["floor"] is not None and (ceiling is None or r["floor"] <= ceiling):
+            floors[r["p"]] = r["floor"]
+    return floors
 
 
 def _above_floors_sql(floors: dict, version_type: str) -> str:

@@ -184,10 +184,14 @@ class Strategy:
         inside = f"({OFFSET} BETWEEN {o_min} AND {o_max} AND (NOT {HAS_VER} OR {version} BETWEEN {v_min} AND {v_max}))"
         return f"({place}) * {span} + ({OFFSET} - {o_min})", inside
 
-    def unpacked_rank_sql(self, packed: str, bounds: RankBounds, ver: str) -> str:
-        """SQL: winner_rank_sql's struct again from a packed rank and the version it was packed with."""
+    def unpacked_rank_sql(self, packed: str, bounds: RankBounds, version_type: str) -> str:
+        """SQL: winner_rank_sql's struct again from a packed rank alone (the version is its place
+        above the bounds' lowest, in the column's own type), so the aggregation need not carry the
+        winner's version beside it."""
         span = f"{bounds.o_span}L"
-        return f"named_struct('has_ver', {packed} >= {span}, 'ver', {ver}, 'o', {packed} % {span} + {bounds.o_min}L)"
+        version = long_as_version_sql(f"{packed} div {span} - 1L + {bounds.v_min}L", version_type)
+        return (f"named_struct('has_ver', {packed} >= {span}, 'ver', CASE WHEN {packed} >= {span} THEN {version} END, "
+                f"'o', {packed} % {span} + {bounds.o_min}L)")
 
     def winner_rank_sql(self, has_ver: str = HAS_VER, ver: str = VER, o: str = OFFSET) -> str:
         """SQL: a value whose max over a key's records is its winner's (structs compare field by
@@ -233,13 +237,16 @@ def version_as_long_sql(expr: str, type_name: str) -> str | None:
     return None
 
 
-def long_as_version_sql(value: int, type_name: str) -> str:
-    """SQL: the literal version of ``type_name`` that version_as_long_sql turns into ``value``, for
-    a predicate on the version column itself, which Iceberg can push down to its files' bounds."""
+def long_as_version_sql(value: int | str, type_name: str) -> str:
+    """SQL: the version of ``type_name`` that version_as_long_sql turns into ``value`` (an integer,
+    or SQL for a bigint): a literal for a predicate on the version column itself, which Iceberg can
+    push down to its files' bounds, or a packed rank's version back in its own type."""
+    value = str(int(value)) if isinstance(value, int) else value
     if type_name in INTEGRAL_TYPES:
-        return f"{int(value)}"
+        return f"CAST({value} AS {type_name.upper()})"
     if type_name in _LONG_FUNCTIONS:
-        return f"{_LONG_FUNCTIONS[type_name][1]}({int(value)})"
+        to_type = _LONG_FUNCTIONS[type_name][1]
+        return f"{to_type}(CAST({value} AS INT))" if type_name == "date" else f"{to_type}({value})"
     raise ValueError(f"no version of type {type_name} is a long")
 
 
