@@ -42,7 +42,7 @@ from typing import Callable
 
 import psutil
 
-from bench_compaction import PeakRss, jvm_pid
+from bench_compaction import PeakRss, jvm_pid, settle
 from lakecleaner.catalog import TableRef, load_table_config
 from lakecleaner.config import CHECKPOINT_PROPERTY, CatalogConfig, LakecleanerConfig, SparkConfig
 from lakecleaner.engine import compact_table
@@ -234,7 +234,7 @@ def measure(spark, cfg: LakecleanerConfig, built: Built, strategies: list[Shape]
     peaks: dict[str, int] = {}
     result: dict = {"checks": {}, "phases": {}}
     for i in range(repeats):
-        spark._jvm.System.gc()  # each measured job starts from a collected heap
+        settle(spark)  # each measured job starts from a collected heap, nothing left to flush
         with PeakRss(pid) as mem:
             t0 = time.time()
             naive_rewrite(spark, built, out)
@@ -244,7 +244,7 @@ def measure(spark, cfg: LakecleanerConfig, built: Built, strategies: list[Shape]
             result["naive_rows"] = spark.table(out).count()
         for strategy in strategies:
             reset(spark, cfg, built, strategy)
-            spark._jvm.System.gc()
+            settle(spark)
             now_ms = int(time.time() * 1000) + 1
             with PeakRss(pid) as mem:
                 t0 = time.time()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -52,6 +53,14 @@ class PeakRss:
         self._stop.set()
         self._thread.join()
 
+
+
+def settle(spark) -> None:
+    """Before a timed job: the previous job's writes flushed to disk (a naive rewrite leaves about a
+    GB of dirty pages, whose writeback would otherwise slow whichever job is timed next) and the
+    JVM heap collected."""
+    os.sync()
+    spark._jvm.System.gc()
 
 def jvm_pid(spark) -> int:
     return int(spark._jvm.java.lang.ProcessHandle.current().pid())
@@ -111,7 +120,7 @@ def measure(spark, cfg, clean: int, dirty: int, pid: int, repeats: int) -> dict:
     naive_times, inc_times, stats = [], [], {}
     with PeakRss(pid) as mem_naive:
         for _ in range(repeats):
-            spark._jvm.System.gc()  # each measured job starts from a collected heap
+            settle(spark)  # each measured job starts from a collected heap, nothing left to flush
             t0 = time.time()
             naive_rewrite(spark, ref, f"`{cfg.catalog.name}`.`bench`.`naive_out`")
             naive_times.append(time.time() - t0)
@@ -119,7 +128,7 @@ def measure(spark, cfg, clean: int, dirty: int, pid: int, repeats: int) -> dict:
         for _ in range(repeats):
             spark.sql(f"CALL `{cfg.catalog.name}`.system.rollback_to_snapshot('{ref.short}', {snapshot})")
             spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ('{CHECKPOINT_PROPERTY}' = '{checkpoint}')")
-            spark._jvm.System.gc()
+            settle(spark)
             t0 = time.time()
             stats = compact_table(spark, cfg, table, now_ms=int(time.time() * 1000) + 1)
             inc_times.append(time.time() - t0)
