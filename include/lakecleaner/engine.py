@@ -457,7 +457,8 @@ def _reset_checkpoint(ref: TableRef, tc: TableConfig, ckpt: Checkpoint, files: l
     ckpt, other = ckpt.reset_other_layout(partitioned)
     if other:
         log.warning("lakecleaner: table %s: checkpoint entries %s were written while the table was %s "
-                    "(compaction.partition.column changed): reset, the table is cleaned from its start", ref.short,
+                    "(compaction.partition.column changed): reset, partitions without an entry of their own are cleaned "
+                    "from their start", ref.short,
                     _shown_partitions(other), "unpartitioned" if partitioned else "partitioned")
     reset = []
     if tc.retain_log_end_record:

@@ -99,6 +99,7 @@ def evaluate_table(meta: TableMetadata, now_ms: int, defaults: Mapping[str, Any]
         return Evaluation(meta.table, "invalid checkpoint", f"table {meta.table}: {exc} ({CHECKPOINT_PROPERTY}; "
                                                              "fix or unset it to clean the table from its start)")
     partitioned = tc.partition_column is not None
+    ckpt, other_layout = ckpt.reset_other_layout(partitioned)  # as the run will (engine._reset_checkpoint)
     reset: list = []
     if tc.retain_log_end_record:
         ends = log_ends(((None if f.partition is MIXED else f.partition, f.offset_upper) for f in meta.files),
@@ -130,6 +131,9 @@ def evaluate_table(meta: TableMetadata, now_ms: int, defaults: Mapping[str, Any]
         min_cleanable_dirty_ratio=tc.min_cleanable_dirty_ratio, max_compaction_lag_ms=tc.max_compaction_lag_ms,
         physical_deletion=physical_deletion_bound(tc))
     reasons = [_reset_reason(reset)] if reset else []
+    if other_layout:
+        reasons.insert(0, f"checkpoint written while the table was {'un' if partitioned else ''}partitioned "
+                          f"(compaction.partition.column changed): those entries reset")
     if ev.must_clean_ratio > 0:
         reasons.append(f"must clean: {ev.must_clean_ratio:.1%} of the data is dirty for longer than max.compaction.lag.ms")
     if ev.tombstones_due:

@@ -204,7 +204,8 @@ class Checkpoint:
         """The checkpoint without the entries written under the other layout (the table's
         compaction.partition.column was set or unset since), and those entries: NO_PARTITION in a
         partitioned table's checkpoint, partition numbers in an unpartitioned one's. Their offsets
-        count another log's records, so they say nothing of this one's; it is cleaned from its start."""
+        count another log's records, so they say nothing of this one's: a partition without an entry of
+        its own is cleaned from its start."""
         other = [p for p in {*self.offsets, *self.retained} if (p is None) == partitioned]
         return (self.without(other), other) if other else (self, [])
 

@@ -131,6 +131,15 @@ def test_checkpoint_past_the_log_end_is_reset_and_the_partition_is_dirty_again()
     assert "reset" not in free.reason and free.cleanable_bytes == 0
 
 
+def test_checkpoint_entries_of_the_other_layout_are_reset_as_the_run_resets_them():
+    # cleaned as one log through offset 5, then per partition through 40: the "-" entry is stale
+    ck = Checkpoint(offsets={None: 5, 0: 40, 1: 40})
+    files = [f(100, 0, 40, 0, p=MIXED), f(100, 41, 50, 0, p=0)]
+    ev = evaluate_table(meta(files, ckpt=ck), NOW)
+    assert (ev.clean_bytes, ev.cleanable_bytes) == (100, 100)  # the mixed file is clean by 0's and 1's
+    assert ev.eligible and ev.reason.startswith("checkpoint written while the table was unpartitioned")
+
+
 def test_a_tables_snapshot_retention_that_outlasts_the_bound_is_said_with_the_bound_that_holds():
     plain = evaluate_table(meta([f(100, 0, 9, 0)], {"max.compaction.lag.ms": "3600000"}), NOW)
     assert plain.physical_deletion is None
