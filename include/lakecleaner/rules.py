@@ -206,7 +206,7 @@ class Checkpoint:
         partitioned table's checkpoint, partition numbers in an unpartitioned one's. Their offsets
         count another log's records, so they say nothing of this one's: a partition without an entry of
         its own is cleaned from its start."""
-        other = [p for p in {*self.offsets, *self.retained} if (p is None) == partitioned]
+        other = sorted((p for p in {*self.offsets, *self.retained} if (p is None) == partitioned), key=lambda p: p or 0)
         return (self.without(other), other) if other else (self, [])
 
     def without(self, partitions) -> "Checkpoint":
