@@ -39,7 +39,9 @@ from .config import CHECKPOINT_PROPERTY, ConfigError, LakecleanerConfig, TableCo
 from .files import bytes_scanned, clean_version_ceiling, data_files, dirty_rank_bounds
 from .frames import Frames, at_positions, clean_pred, dirty_scan, partition_pred, small_df
 from .history import record_history
-from .rules import Checkpoint, CheckpointError, allot_budget, bad_records_at_log_end, log_ends, run_ends
+from .rules import (
+    NO_PARTITION, Checkpoint, CheckpointError, allot_budget, bad_records_at_log_end, log_ends, run_ends,
+)
 from .plans import Plan, RunContext, bad_figures, key_map, key_map_sums
 from .strategies import RankBounds
 
@@ -449,32 +451,27 @@ def _ckpt_summary(ckpt: Checkpoint) -> dict:
 
 
 def _reset_checkpoint(ref: TableRef, tc: TableConfig, ckpt: Checkpoint, files: list, result: dict) -> Checkpoint:
-    """The checkpoint without the partitions it cannot vouch for, each reset with a warning and
-    listed in the run's result (checkpoint_reset), then cleaned from its start: entries of the other
-    layout (Checkpoint.reset_other_layout), and partitions it claims cleaned past their log end
-    (Checkpoint.reset_past_log_end)."""
+    """The checkpoint as far as it vouches for the table (Checkpoint.vouched), each reset partition
+    warned about and listed in the run's result (checkpoint_reset), then cleaned from its start."""
     partitioned = tc.partition_column is not None
-    ckpt, other = ckpt.reset_other_layout(partitioned)
+    by_file = (((f["p_lower_bound"] if f["p_lower_bound"] == f["p_upper_bound"] else None) if partitioned else None,
+                f["o_upper_bound"]) for f in files)
+    ckpt, other, past = ckpt.vouched(partitioned, log_ends(by_file, partitioned) if tc.retain_log_end_record else None)
     if other:
         log.warning("lakecleaner: table %s: checkpoint entries %s were written while the table was %s "
                     "(compaction.partition.column changed): reset, partitions without an entry of their own are cleaned "
                     "from their start", ref.short,
                     _shown_partitions(other), "unpartitioned" if partitioned else "partitioned")
-    reset = []
-    if tc.retain_log_end_record:
-        by_file = (((f["p_lower_bound"] if f["p_lower_bound"] == f["p_upper_bound"] else None) if partitioned else None,
-                    f["o_upper_bound"]) for f in files)
-        ckpt, reset = ckpt.reset_past_log_end(log_ends(by_file, partitioned))
-    if reset:
+    if past:
         log.warning("lakecleaner: table %s: checkpoint past the log end of partition(s) %s (truncated or recreated?): "
-                    "reset, those partitions are cleaned from their start", ref.short, _shown_partitions(reset))
-    if other or reset:
-        result["checkpoint_reset"] = _shown_partitions(other + reset)
+                    "reset, those partitions are cleaned from their start", ref.short, _shown_partitions(past))
+    if other or past:
+        result["checkpoint_reset"] = _shown_partitions(other + past)
     return ckpt
 
 
 def _shown_partitions(partitions: list) -> list:
-    return ["-" if p is None else p for p in partitions]
+    return [NO_PARTITION if p is None else p for p in partitions]
 
 
 def quarantine_table(cfg: LakecleanerConfig, ref: TableRef) -> TableRef:

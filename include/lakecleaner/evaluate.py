@@ -99,12 +99,9 @@ def evaluate_table(meta: TableMetadata, now_ms: int, defaults: Mapping[str, Any]
         return Evaluation(meta.table, "invalid checkpoint", f"table {meta.table}: {exc} ({CHECKPOINT_PROPERTY}; "
                                                              "fix or unset it to clean the table from its start)")
     partitioned = tc.partition_column is not None
-    ckpt, other_layout = ckpt.reset_other_layout(partitioned)  # as the run will (engine._reset_checkpoint)
-    reset: list = []
-    if tc.retain_log_end_record:
-        ends = log_ends(((None if f.partition is MIXED else f.partition, f.offset_upper) for f in meta.files),
-                        partitioned)
-        ckpt, reset = ckpt.reset_past_log_end(ends)
+    ends = log_ends(((None if f.partition is MIXED else f.partition, f.offset_upper) for f in meta.files),
+                    partitioned) if tc.retain_log_end_record else None
+    ckpt, other_layout, reset = ckpt.vouched(partitioned, ends)  # as the run does (engine._reset_checkpoint)
     clean = cleanable = uncleanable = must = 0.0
     earliest_dirty = None
     for f in meta.files:

@@ -276,8 +276,7 @@ def _clean_winners(ctx: "RunContext", kmap, sums: list[dict]):
     if not ctx.has_clean:
         return _no_clean_winners(kmap)
     probed = kmap.select("p", "key", "best")
-    version_type = kmap.schema["best"].dataType["ver"].dataType.simpleString()
-    best_version = version_as_long_sql("best.ver", version_type)
+    version_type, best_version = _best_version_sql(kmap)
     clean = ctx.clean
     if best_version:
         if ctx.version_ceiling is not None:
@@ -309,13 +308,18 @@ def _floor_aggregates(kmap) -> list:
     and how many bests have no version (``unversioned``); none where the version has no exact long."""
     from pyspark.sql import functions as F
 
-    if "best" not in kmap.columns:
-        return []
-    best_version = version_as_long_sql("best.ver", kmap.schema["best"].dataType["ver"].dataType.simpleString())
+    best_version = _best_version_sql(kmap)[1] if "best" in kmap.columns else None
     if best_version is None:
         return []
     return [F.min(F.when(F.col("best.has_ver"), F.expr(best_version))).alias("floor"),
             F.count(F.when(~F.col("best.has_ver"), 1)).alias("unversioned")]
+
+
+def _best_version_sql(kmap) -> tuple[str, str | None]:
+    """The type of a versioned key map's best versions, and SQL for a best's version as a long
+    (strategies.version_as_long_sql; None where the type has no exact long)."""
+    version_type = kmap.schema["best"].dataType["ver"].dataType.simpleString()
+    return version_type, version_as_long_sql("best.ver", version_type)
 
 
 def _version_floors(sums: list[dict], ceiling: int | None) -> dict:

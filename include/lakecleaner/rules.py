@@ -209,6 +209,16 @@ class Checkpoint:
         other = sorted((p for p in {*self.offsets, *self.retained} if (p is None) == partitioned), key=lambda p: p or 0)
         return (self.without(other), other) if other else (self, [])
 
+    def vouched(self, partitioned: bool, ends: Mapping[Partition, int] | None
+                ) -> tuple["Checkpoint", list[Partition], list[Partition]]:
+        """The checkpoint as far as it vouches for the table as it is now, with the partitions reset
+        for each reason: entries of the other layout (reset_other_layout), then partitions it claims
+        cleaned past their log end (reset_past_log_end; ``ends`` None: the log end may legitimately
+        be gone, or the metrics cannot say). A run and its evaluation both start from this."""
+        ckpt, other = self.reset_other_layout(partitioned)
+        ckpt, past = ckpt.reset_past_log_end(ends)
+        return ckpt, other, past
+
     def without(self, partitions) -> "Checkpoint":
         keep = lambda d: {p: v for p, v in d.items() if p not in partitions}  # noqa: E731
         return Checkpoint(keep(self.offsets), [(at, keep(o), n) for at, o, n in self.history], keep(self.retained))

@@ -801,6 +801,13 @@ def test_checkpoint_entries_of_the_other_layout_are_reset():
     assert part.reset_other_layout(partitioned=True) == (part, [])
 
 
+def test_a_checkpoint_vouches_only_for_its_own_layout_and_up_to_each_log_end():
+    ck = Checkpoint(offsets={None: 70, 0: 50, 1: 9})
+    assert ck.vouched(True, {0: 20, 1: 30}) == (Checkpoint(offsets={1: 9}), [None], [0])
+    assert ck.vouched(True, None) == (Checkpoint(offsets={0: 50, 1: 9}), [None], [])  # log ends unknown
+    assert ck.vouched(False, {None: 60}) == (Checkpoint(), [0, 1], [None])
+
+
 def test_log_ends_from_file_metrics():
     assert log_ends([(0, 5), (0, 9), (1, 3)], partitioned=True) == {0: 9, 1: 3}
     assert log_ends([(None, 5), (None, 9)], partitioned=False) == {None: 9}
