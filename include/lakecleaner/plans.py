@@ -286,14 +286,40 @@ def _clean_winners(ctx: "RunContext", kmap, sums: list[dict]):
             return _no_clean_winners(kmap)
         clean = clean.where(_above_floors_sql(floors, version_type))
     n_keys = sum(r["keys"] for r in sums)
-    rank = F.expr(ctx.fr.strategy.winner_rank_sql())
-    wins = (clean.join(join_side(probed, n_keys), ["p", "key"]).where(rank > F.col("best"))
-            .groupBy("p", "key").agg(F.max(rank).alias("clean_rank"))
+    fields = [f"k{i}" for i in range(len(ctx.tc.key_columns))]
+    probed = probed.withColumn("h", _key_hash("p", fields))
+    clean = clean.select(_key_hash("p", fields).alias("h"), "p", *[F.col(f"key.{f}").alias(f) for f in fields],
+                         F.expr(ctx.fr.strategy.winner_rank_sql()).alias("rank"))
+    wins = (clean.alias("c").join(join_side(probed, n_keys).alias("k"), _same_key_on(fields))
+            .where(F.col("c.rank") > F.col("k.best"))
+            .groupBy("k.p", "k.key").agg(F.max("c.rank").alias("clean_rank"))
             .select("p", "key", F.col("clean_rank.o").alias("clean_o")))
     if ctx.expired_clean is None:
         return ctx.hold(wins.withColumn("clean_expired", F.lit(None).cast("boolean")))
     expired = ctx.expired_clean.select("p", F.col("o").alias("clean_o"), F.lit(True).alias("clean_expired"))
     return ctx.hold(wins.join(expired, ["p", "clean_o"], "left"))
+
+
+def _key_hash(p: str, fields: list[str]):
+    """One 64-bit hash of a record's partition and key, the probe's join key: Spark probes a join on
+    one long far faster than on a struct of strings, which it copies into a row per record (for 19M
+    clean records, 3.7 s against 4.6 s in benchmarks/). The key's fields are compared besides
+    (_same_key_on), so a collision cannot match."""
+    from pyspark.sql import functions as F
+
+    return F.xxhash64(F.col(p), *[F.col(f"key.{f}") for f in fields])
+
+
+def _same_key_on(fields: list[str]):
+    """The probe's join condition: the hashes equal, then the partition and each key field, as >=
+    and <= (an '=' would become a hash key of its own). A clean record's key has no null field
+    (a record with one goes to quarantine, rule 7), and nor has a run key's."""
+    from pyspark.sql import functions as F
+
+    on = F.col("c.h") == F.col("k.h")
+    for c, k in [("c.p", "k.p"), *[(f"c.{f}", f"k.key.{f}") for f in fields]]:
+        on = on & (F.col(c) >= F.col(k)) & (F.col(c) <= F.col(k))
+    return on
 
 
 def _no_clean_winners(kmap):
