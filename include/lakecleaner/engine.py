@@ -345,6 +345,7 @@ def _clean_side(spark, start: RunStart, hold: Held, rng: RunRange, bad: BadRecor
     protected = F.lit(tc.retain_log_end_record) & (F.col("o") == F.col("log_end"))
     ctx = RunContext(spark, start.ref, tc, fr, start.snapshot, hold, rng.in_run, rng.n_run, ends, clean,
                      bool(start.ckpt_offsets), expired_clean=expired_clean, log_end_df=log_end_df, protected=protected,
+                     log_end=log_end,
                      version_ceiling=clean_version_ceiling(start.files, start.ckpt_offsets, tc.partition_column is None),
                      rank_bounds=start.rank_bounds)
     return ctx, kept_bad, ends

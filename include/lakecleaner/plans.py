@@ -38,6 +38,7 @@ class RunContext:
     expired_clean: Any
     log_end_df: Any
     protected: Any
+    log_end: dict  # partition -> its log end (log_end_df's rows)
     version_ceiling: int | None = None  # files.clean_version_ceiling: no clean record's version is above it
     rank_bounds: RankBounds | None = None  # files.dirty_rank_bounds, for the key map's packed rank
 
@@ -197,17 +198,19 @@ def key_map(in_run, strategy: Strategy, bounds: RankBounds | None = None):
 
 
 def key_map_sums(kmap, ref: TableRef, bounds: RankBounds | None = None) -> list[dict]:
-    """Per partition of a key map: its last offset, records, keys, anomalous records, and the keys
+    """Per partition of a key map: its last offset, records, keys, anomalous records, the keys
     whose run winner is a tombstone (final under the offset strategy; a versioned strategy takes
-    off those whose cleaned record wins, decide_keys). Stops the run if a record lies outside the
-    bounds its rank was packed with."""
+    off those whose cleaned record wins, decide_keys), and whether the key of its last offset keeps
+    another record of the run (``end_loses``: a log end that loses, rule 6). Stops the run if a
+    record lies outside the bounds its rank was packed with."""
     from pyspark.sql import functions as F
 
     floors = _floor_aggregates(kmap)
     sums = [{k: v if k == "floor" else int(v or 0) for k, v in r.asDict().items()} for r in kmap.groupBy("p").agg(
         F.max("top_o").alias("end"), F.sum("n").alias("n"), F.count("*").alias("keys"),
         F.sum("anom").alias("anom"), F.sum("winner_tomb").alias("new_tombstones"),
-        F.sum("outside").alias("outside"), *floors).collect()]
+        F.sum("outside").alias("outside"), F.max_by((F.col("winner_o") != F.col("top_o")).cast("int"), "top_o")
+        .alias("end_loses"), *floors).collect()]
     outside = sum(r["outside"] for r in sums)
     if outside:
         raise CompactionError(ref.short, f"{outside} record(s) of the run lie outside the offset and version bounds "
@@ -244,7 +247,8 @@ def decide_keys(ctx: "RunContext", kmap, sums: list[dict]) -> KeyDecision:
         return KeyDecision(decided, sum(r["new_tombstones"] for r in sums), 0, {}, {})
     n_keys = sum(r["keys"] for r in sums)
     wins = _clean_winners(ctx, kmap, sums)
-    flagged = kmap.join(join_side(wins, n_keys), ["p", "key"], "left").join(ctx.log_end_df, "p", "left")
+    flagged = (kmap.join(join_side(wins.select("p", "key", "clean_o", "clean_expired"), n_keys), ["p", "key"], "left")
+               .join(ctx.log_end_df, "p", "left"))
     clean_wins = F.col("clean_o").isNotNull()
     goes_expired = clean_wins & F.coalesce(F.col("clean_expired"), F.lit(False))
     keep = F.when(goes_expired, none).when(clean_wins, F.col("clean_o")).otherwise(F.col("winner_o"))
@@ -253,17 +257,26 @@ def decide_keys(ctx: "RunContext", kmap, sums: list[dict]) -> KeyDecision:
     at_log_end = F.lit(ctx.tc.retain_log_end_record) & (F.col("top_o") == F.col("log_end"))
     protect = F.when(at_log_end, F.col("top_o"))
     decided = flagged.select("p", "key", "top_o", keep.alias("lc_keep"), protect.alias("lc_protect"))
-    # The figures need only the few keys whose cleaned record wins and each partition's log end:
-    # one small job, and the decision itself stays a lazy join the MERGE evaluates.
-    rows = flagged.where(clean_wins | at_log_end).groupBy("p").agg(
-        F.sum(F.when(clean_wins, F.col("winner_tomb"))).alias("lost_tombstones"),
-        F.count(F.when(goes_expired, F.col("clean_o"))).alias("expired"),
-        F.max(F.when(goes_expired, F.col("clean_o"))).alias("expired_o"),
-        F.max(F.when(at_log_end & ~protect.eqNullSafe(keep), F.col("top_o"))).alias("retained")).collect()
+    # The figures need only the few keys whose cleaned record wins (one small job over them, not
+    # over the map) and each partition's log end; the decision stays a lazy join the MERGE evaluates.
+    expired_o = F.when(F.coalesce(F.col("clean_expired"), F.lit(False)), F.col("clean_o"))
+    rows = wins.join(ctx.log_end_df, "p", "left").groupBy("p").agg(
+        F.sum("winner_tomb").alias("lost_tombstones"), F.count(expired_o).alias("expired"),
+        F.max(expired_o).alias("expired_o"), F.max(F.when(at_log_end, F.col("top_o"))).alias("retained")).collect()
+    retained = {r["p"]: r["retained"] for r in rows if r["retained"] is not None}
+    retained.update(_log_ends_lost_in_run(ctx, sums))
     new_tombstones = sum(r["new_tombstones"] for r in sums) - sum(int(r["lost_tombstones"] or 0) for r in rows)
     return KeyDecision(decided, new_tombstones, sum(int(r["expired"] or 0) for r in rows),
-                       {r["p"]: r["expired_o"] for r in rows if r["expired_o"] is not None},
-                       {r["p"]: r["retained"] for r in rows if r["retained"] is not None})
+                       {r["p"]: r["expired_o"] for r in rows if r["expired_o"] is not None}, retained)
+
+
+def _log_ends_lost_in_run(ctx: "RunContext", sums: list[dict]) -> dict:
+    """Rule 6 for keys whose cleaned record does not win: a partition's log end is retained when its
+    key keeps another record of the run (a higher version at a lower offset). Only the key of the
+    run's last offset in a partition can hold the log end, and only where that offset is it."""
+    if not ctx.tc.retain_log_end_record:
+        return {}
+    return {r["p"]: r["end"] for r in sums if r["end_loses"] and ctx.log_end.get(r["p"]) == r["end"]}
 
 
 def _clean_winners(ctx: "RunContext", kmap, sums: list[dict]):
@@ -275,7 +288,7 @@ def _clean_winners(ctx: "RunContext", kmap, sums: list[dict]):
 
     if not ctx.has_clean:
         return _no_clean_winners(kmap)
-    probed = kmap.select("p", "key", "best")
+    probed = kmap.select("p", "key", "best", "winner_tomb", "top_o")
     version_type, best_version = _best_version_sql(kmap)
     clean = ctx.clean
     if best_version:
@@ -292,8 +305,8 @@ def _clean_winners(ctx: "RunContext", kmap, sums: list[dict]):
                          F.expr(ctx.fr.strategy.winner_rank_sql()).alias("rank"))
     wins = (clean.alias("c").join(join_side(probed, n_keys).alias("k"), _same_key_on(fields))
             .where(F.col("c.rank") > F.col("k.best"))
-            .groupBy("k.p", "k.key").agg(F.max("c.rank").alias("clean_rank"))
-            .select("p", "key", F.col("clean_rank.o").alias("clean_o")))
+            .groupBy("k.p", "k.key", "k.winner_tomb", "k.top_o").agg(F.max("c.rank").alias("clean_rank"))
+            .select("p", "key", "winner_tomb", "top_o", F.col("clean_rank.o").alias("clean_o")))
     if ctx.expired_clean is None:
         return ctx.hold(wins.withColumn("clean_expired", F.lit(None).cast("boolean")))
     expired = ctx.expired_clean.select("p", F.col("o").alias("clean_o"), F.lit(True).alias("clean_expired"))
@@ -325,7 +338,7 @@ def _same_key_on(fields: list[str]):
 def _no_clean_winners(kmap):
     from pyspark.sql import functions as F
 
-    return kmap.select("p", "key", F.lit(None).cast("bigint").alias("clean_o"),
+    return kmap.select("p", "key", "winner_tomb", "top_o", F.lit(None).cast("bigint").alias("clean_o"),
                        F.lit(None).cast("boolean").alias("clean_expired")).limit(0)
 
 
