@@ -8,6 +8,7 @@ from .config import LakecleanerConfig, TableConfig
 from .catalog import LAYOUT_PROPERTIES, TableRef, load_table_config
 from .model import Record
 from .rules import decode_version_header, is_tombstone
+from .strategies import ident, sql_string
 
 # Kafka's record fields, as an Iceberg table. `timestamp` is epoch milliseconds, like Kafka's.
 KAFKA_SCHEMA = (
@@ -24,8 +25,8 @@ def create_compacted_table(spark, cfg: LakecleanerConfig, table: str, properties
     if replace:
         spark.sql(f"DROP TABLE IF EXISTS {ref.sql()} PURGE")
     props = {"cleanup.policy": "compact", **LAYOUT_PROPERTIES, **{k: str(v) for k, v in (properties or {}).items()}}
-    tblprops = ", ".join(f"'{k}' = '{v}'" for k, v in props.items())
-    partitioning = f"PARTITIONED BY (`{partition_by}`)" if partition_by else ""
+    tblprops = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in props.items())
+    partitioning = f"PARTITIONED BY ({ident(partition_by)})" if partition_by else ""
     spark.sql(f"CREATE TABLE {ref.sql()} ({schema}) USING iceberg {partitioning} TBLPROPERTIES ({tblprops})")
     return ref
 

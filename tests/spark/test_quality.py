@@ -4,6 +4,7 @@ import time
 
 import pytest
 
+from lakecleaner.catalog import load_table_config
 from lakecleaner.config import CHECKPOINT_PROPERTY
 from lakecleaner.engine import compact_table
 from lakecleaner.quality import QualityError, list_results, validate_table
@@ -75,6 +76,23 @@ def test_wrong_winner_under_the_header_strategy_fails(spark, lake_config, table_
     assert not winner["success"] and winner["offending"][0]["offset_id"] == 1
     spark.sql(f"ALTER TABLE {ref.sql()} UNSET TBLPROPERTIES ('{CHECKPOINT_PROPERTY}')")  # drop the false claim
     compact_table(spark, lake_config, table_name)
+    assert validate_table(spark, lake_config, table_name)["success"]
+
+
+def test_a_header_name_with_a_quote_and_a_backslash_reaches_the_table_the_run_and_the_suite(spark, lake_config,
+                                                                                            table_name):
+    """Property values are SQL string literals at every step: the table's creation, the run's
+    header lookup and the quality suite's, so a name like this one is a name, not broken SQL."""
+    name = "producer's \\ v"
+    ref = create_compacted_table(spark, lake_config, table_name, {"compaction.strategy": "header",
+                                                                  "compaction.strategy.header": name})
+    assert load_table_config(spark, lake_config, ref)[0].version_header == name
+    h = lambda v: [{"key": name, "value": encode_version_header(v)}, {"key": "v", "value": encode_version_header(-v)}]  # noqa: E731
+    append(spark, ref, [{"key": "a", "offset": 0, "partition": 0, "value": "new", "headers": h(9)},
+                        {"key": "a", "offset": 1, "partition": 0, "value": "stale", "headers": h(1)},
+                        {"key": "z", "offset": 2, "partition": 0, "value": "end", "headers": h(1)}])
+    compact_table(spark, lake_config, table_name)
+    assert sorted(r["offset"] for r in spark.table(ref.sql()).collect()) == [0, 2]
     assert validate_table(spark, lake_config, table_name)["success"]
 
 
