@@ -130,11 +130,12 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             return 130
         finally:
-            _stop_group(child)
+            stop_group(child)
 
 
-def _stop_group(child: subprocess.Popen) -> None:
-    """SIGTERM the command's process group, wait for all of it to go, then SIGKILL what is left."""
+def stop_group(child: subprocess.Popen, grace_s: float = 30) -> None:
+    """SIGTERM the process group ``child`` leads, wait up to ``grace_s`` for all of it to go, then
+    SIGKILL what is left."""
     import signal
 
     for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -142,7 +143,7 @@ def _stop_group(child: subprocess.Popen) -> None:
             os.killpg(child.pid, sig)
         except ProcessLookupError:
             return
-        deadline = time.time() + 30
+        deadline = time.time() + grace_s
         while time.time() < deadline:
             child.poll()  # reap it, or the group never empties
             try:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -17,7 +16,7 @@ import pytest
 import yaml
 
 from lakecleaner.config import config_document
-from lakecleaner.localpg import free_port
+from lakecleaner.localpg import free_port, stop_group
 from lakecleaner.model import compact
 from lakecleaner.rules import Checkpoint
 from lakecleaner.tables import append, create_compacted_table, read_model_records
@@ -100,19 +99,7 @@ class AirflowPg:
     def stop(self) -> None:
         """SIGTERM reaches localpg's runner, which stops Airflow's process group, then the database."""
         if self.proc is not None:
-            for sig in (signal.SIGTERM, signal.SIGKILL):
-                try:
-                    os.killpg(self.proc.pid, sig)
-                except ProcessLookupError:
-                    break
-                deadline = time.time() + 90
-                while time.time() < deadline:
-                    self.proc.poll()
-                    try:
-                        os.killpg(self.proc.pid, 0)
-                    except ProcessLookupError:
-                        break
-                    time.sleep(1)
+            stop_group(self.proc, grace_s=90)
         data = self.home / "postgres" / "data"
         if (data / "postmaster.pid").exists():  # the runner was killed before it could stop it
             pg_ctl = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))[-1]
