@@ -138,17 +138,24 @@ def conflict_error(ref: TableRef, exc: BaseException) -> CompactionError | None:
 
 
 def check_layout(ref: TableRef, props: dict[str, str]) -> None:
-    """Refuse a table whose own settings would make the MERGE rewrite files: copy-on-write copies
-    every record that shares a file with a removed one into a new file, so those records would take
-    the run's commit time as their append time (rule 3), and dirty records past the run would be
-    rewritten by a run that never read them."""
+    """Refuse a table whose own settings would make the MERGE rewrite files (layout_problem)."""
+    problem = layout_problem(props)
+    if problem:
+        raise CompactionError(ref.short, f"{problem}; nothing committed")
+
+
+def layout_problem(props: dict[str, str]) -> str | None:
+    """Why a table's settings rule out the cleaner's row-level deletes, if they do: copy-on-write
+    copies every record that shares a file with a removed one into a new file, so those records
+    would take the commit's time as their append time (rule 3), and dirty records past the run
+    would be rewritten by a run that never read them. The runs and erasure requests both refuse."""
     if props.get("format-version") == "1":
-        raise CompactionError(ref.short, "Iceberg format-version 1 has no row-level deletes; upgrade to 2")
+        return "Iceberg format-version 1 has no row-level deletes; upgrade to 2"
     mode = props.get("write.merge.mode", LAYOUT_PROPERTIES["write.merge.mode"])
     if mode.strip().lower() != LAYOUT_PROPERTIES["write.merge.mode"]:
-        raise CompactionError(ref.short, f"write.merge.mode={mode!r}: the cleaner's MERGE needs merge-on-read (a "
-                                         f"rewrite would re-date the records it copies); set it to merge-on-read or "
-                                         f"unset it; nothing committed")
+        return (f"write.merge.mode={mode!r}: the cleaner's MERGE needs merge-on-read (a rewrite would re-date "
+                f"the records it copies); set it to merge-on-read or unset it")
+    return None
 
 
 def ensure_layout(spark, ref: TableRef, props: dict[str, str]) -> None:

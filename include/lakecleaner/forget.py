@@ -159,7 +159,9 @@ def forget(spark, cfg: LakecleanerConfig, request: ForgetRequest, now_ms: int | 
 
     ref = TableRef.parse(request.table, cfg.catalog.name)
     now_ms = int(now_ms if now_ms is not None else time.time() * 1000)
-    tc, _ = load_table_config(spark, cfg, ref)
+    tc, props = load_table_config(spark, cfg, ref)
+    if problem := catalog.layout_problem(props):
+        raise ForgetError(ref.short, f"{problem}; nothing deleted")
     keys = typed_keys(spark, ref, tc, request.keys).withColumn("lc_key_hash", F.expr(key_hash_sql(tc)))
     keys.cache()
     request_id = uuid.uuid4().hex

@@ -101,6 +101,17 @@ def test_a_bad_key_is_a_clear_error_and_nothing_is_deleted(spark, lake_config, t
     assert read_audit(spark, lake_config, table_name) == []
 
 
+def test_a_copy_on_write_table_is_refused_with_nothing_deleted(spark, lake_config, table_name):
+    """As the cleaner refuses it (catalog.check_layout): a copy-on-write delete would rewrite the
+    erased key's files, re-dating every dirty record it copies (their append time, rule 3)."""
+    ref = _filled(spark, lake_config, table_name)
+    spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ('write.merge.mode' = 'copy-on-write')")
+    with pytest.raises(ForgetError, match=rf"table {table_name}: write.merge.mode='copy-on-write'.*nothing deleted"):
+        forget(spark, lake_config, ForgetRequest(table_name, ("alice",)))
+    assert spark.table(ref.sql()).where("key = 'alice'").count() == 3
+    assert read_audit(spark, lake_config, table_name) == []
+
+
 def test_a_composite_key_is_converted_to_its_columns_types(spark, lake_config, table_name):
     ref = _composite(spark, lake_config, table_name)
     result = forget(spark, lake_config, ForgetRequest(table_name, ("tenant=7,id=42", {"id": 42, "tenant": 8})))
