@@ -234,7 +234,7 @@ def lakecleaner():
                 log.warning("lakecleaner: alert %s", alert.message)
             notify_errors = notify.send(cfg.notifiers, alerts, context)
             try:  # the cleaner's own files, bounded like any table's
-                log.info("lakecleaner: removed old documents: %s", prune_documents(cfg, now_ms))
+                log.info("lakecleaner: removed old documents: %s", prune_documents(cfg, now_ms, [e["table"] for e in evaluations]))
             except Exception as exc:  # noqa: BLE001 - housekeeping never decides the run
                 log.warning("lakecleaner: cannot prune old documents: %s", exc)
         forget_failed = [k for k, s in ti.get_task_states(dag_id=ti.dag_id, run_ids=[ti.run_id], task_ids=[

@@ -14,6 +14,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import Iterable
 
 from .config import LakecleanerConfig
 from .state import local_path, read_document, write_document
@@ -28,11 +29,12 @@ def retention_cutoff_ms(cfg: LakecleanerConfig, now_ms: int) -> int:
     return now_ms - cfg.cleaner.own_files_retention_days * DAY_MS
 
 
-def prune_documents(cfg: LakecleanerConfig, now_ms: int) -> dict[str, int]:
+def prune_documents(cfg: LakecleanerConfig, now_ms: int, listed_tables: Iterable[str] | None = None) -> dict[str, int]:
     """Delete the cleaner's documents older than the retention (by modification time): the per-run
     metrics documents earlier versions wrote (metrics now go to Airflow's Stats), application
-    reports, data-quality results (each table's newest kept) and GX's stored validations with
-    their Data Docs pages. Returns how many of each went. Object-store state
+    reports, data-quality results (each table's newest kept), GX's stored validations with
+    their Data Docs pages and, given the run's full listing of compacted tables, the state of
+    tables no longer in it. Returns how many of each went. Object-store state
     roots are left to the store's lifecycle rules."""
     root = local_path(cfg.state_root)
     if root is None:
@@ -47,6 +49,7 @@ def prune_documents(cfg: LakecleanerConfig, now_ms: int) -> dict[str, int]:
         "data_docs_pages": _remove_older(gx / "uncommitted" / "data_docs" / "local_site" / "validations",
                                          "**/*.html", cutoff_s),
         "quality_results": 0,
+        "state_of_unlisted_tables": _remove_unlisted_state(base / "state", listed_tables, cutoff_s),
     }
     results = base / "quality" / "results"
     for table_dir in (results.iterdir() if results.is_dir() else ()):
@@ -56,6 +59,40 @@ def prune_documents(cfg: LakecleanerConfig, now_ms: int) -> dict[str, int]:
                 path.unlink(missing_ok=True)
                 removed["quality_results"] += 1
     return removed
+
+
+def _remove_unlisted_state(directory: Path, listed_tables: Iterable[str] | None, cutoff_s: float) -> int:
+    """The failure counts and uncleanable mark of a table the catalog no longer lists as compacted
+    (dropped, or its cleanup.policy changed) go once all its state documents are past the
+    retention: a table recreated under the same name later starts clean, not marked. A listed
+    table keeps its state however old (an uncleanable table's document is written only when
+    cleared). Nothing goes on an empty listing, likelier a catalog fault than a catalog emptied."""
+    listed = set(listed_tables or ())
+    if not listed or not directory.is_dir():
+        return 0
+    documents: dict[str, list[Path]] = {}
+    for path in directory.glob("*.json"):
+        table = _state_table(path.name)
+        if table is not None:
+            documents.setdefault(table, []).append(path)
+    count = 0
+    for table, paths in documents.items():
+        if table not in listed and all(_mtime(p) < cutoff_s for p in paths):
+            for path in paths:
+                path.unlink(missing_ok=True)
+            count += 1
+    return count
+
+
+def _state_table(file_name: str) -> str | None:
+    """The table a state document belongs to: ``ns.t.json`` or ``ns.t.clear.json`` (state.document_name;
+    names hold no dots of their own, so ``ns.clear.json`` is table ns.clear's)."""
+    parts = file_name.removesuffix(".json").split(".")
+    if file_name.startswith(".") or not file_name.endswith(".json"):
+        return None  # a write's temporary file
+    if len(parts) == 3 and parts[2] == "clear":
+        parts = parts[:2]
+    return ".".join(parts) if len(parts) == 2 else None
 
 
 def _mtime(path: Path) -> float:

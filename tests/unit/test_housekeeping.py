@@ -41,3 +41,24 @@ def test_pages_read_each_tables_newest_results_only(tmp_path):
     _aged(cfg, "quality/results/b.t/r0.json", 1, {"table": "b.t", "now_ms": 7})
     assert [r["now_ms"] for r in list_results(cfg, per_table=1)] == [7, 4]
     assert [r["now_ms"] for r in list_results(cfg, "a.t", per_table=2)] == [4, 3]
+
+
+def test_state_of_tables_no_longer_listed_goes_past_the_retention(tmp_path):
+    """Failure counts and uncleanable marks of a dropped table go (so a table recreated under its
+    name starts clean); a listed table's stay however old; nothing goes without a full listing."""
+    cfg = LakecleanerConfig(catalog=CatalogConfig(warehouse=str(tmp_path / "wh")),
+                            cleaner=CleanerConfig(own_files_retention_days=30))
+    dropped = [_aged(cfg, "state/a.dropped.json", 40, {"failed_runs": 3}),
+               _aged(cfg, "state/a.dropped.clear.json", 35, {"failed_runs_forgiven": 0})]
+    listed = _aged(cfg, "state/a.listed.json", 400, {"failed_runs": 3})  # uncleanable: never rewritten
+    recent = [_aged(cfg, "state/a.recent.json", 40, {}), _aged(cfg, "state/a.recent.clear.json", 2, {})]
+    named_clear = _aged(cfg, "state/a.clear.json", 40, {})  # table a.clear's, not a clear document
+    now = int(time.time() * 1000)
+    for listing in (None, []):
+        assert prune_documents(cfg, now, listing)["state_of_unlisted_tables"] == 0
+    assert all(p.exists() for p in [*dropped, listed, *recent, named_clear])
+    assert prune_documents(cfg, now, ["a.listed", "a.clear"])["state_of_unlisted_tables"] == 1
+    assert not any(p.exists() for p in dropped)
+    assert all(p.exists() for p in [listed, *recent, named_clear])
+    assert prune_documents(cfg, now, ["a.listed"])["state_of_unlisted_tables"] == 1
+    assert not named_clear.exists()
