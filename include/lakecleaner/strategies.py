@@ -182,7 +182,9 @@ class Strategy:
                                                               bounds.v_max, bounds.o_span))
         place = f"CASE WHEN {HAS_VER} THEN {version} - {v_min} + 1L ELSE 0L END"
         inside = f"({OFFSET} BETWEEN {o_min} AND {o_max} AND (NOT {HAS_VER} OR {version} BETWEEN {v_min} AND {v_max}))"
-        return f"({place}) * {span} + ({OFFSET} - {o_min})", inside
+        # Computed inside the bounds only: outside them the product may overflow, which under ANSI
+        # mode (Spark 4's default) raises instead of wrapping, before key_map_sums counts the record.
+        return f"CASE WHEN {inside} THEN ({place}) * {span} + ({OFFSET} - {o_min}) END", inside
 
     def unpacked_rank_sql(self, packed: str, bounds: RankBounds, version_type: str) -> str:
         """SQL: winner_rank_sql's struct again from a packed rank alone (the version is its place

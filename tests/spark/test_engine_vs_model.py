@@ -265,11 +265,13 @@ def test_the_clean_part_is_probed_only_at_or_above_the_lowest_version_that_may_l
         assert [scan["number of result data files"] for scan in ran] == [1], probes
 
 
+@pytest.mark.parametrize("ansi", [False, True], ids=["ansi-off", "ansi-on"])
 def test_a_run_stops_when_its_records_lie_outside_the_bounds_its_rank_was_packed_with(spark, lake_config,
-                                                                                      monkeypatch):
+                                                                                      monkeypatch, ansi):
     """The packed rank orders records only inside the bounds Iceberg's metrics give; were the
     metrics wrong, winners would be wrong. The run stops instead, naming the table, and commits
-    nothing."""
+    nothing; also where the outside record's rank would overflow a long under ANSI mode (which
+    raises on overflow instead of wrapping)."""
     from lakecleaner import engine
     from lakecleaner.catalog import CompactionError
     from lakecleaner.strategies import RankBounds
@@ -278,10 +280,15 @@ def test_a_run_stops_when_its_records_lie_outside_the_bounds_its_rank_was_packed
                             "tombstone": None, "value": "x", "ver": ver}
     ref = create_compacted_table(spark, lake_config, "t.outside_bounds", {
         "compaction.strategy": "column", "compaction.strategy.column": "ver"}, schema=SCHEMA, partition_by="partition")
-    append(spark, ref, [{**rec(k, v), "offset": o} for o, (k, v) in enumerate([("a", 5), ("a", 7), ("b", 1)])], SCHEMA)
+    append(spark, ref, [{**rec(k, v), "offset": o} for o, (k, v) in enumerate([("a", 5), ("a", 2**62), ("b", 1)])],
+           SCHEMA)
     monkeypatch.setattr(engine.RunStart, "rank_bounds", property(lambda self: RankBounds(0, 2, 0, 6)))
-    with pytest.raises(CompactionError, match=r"t\.outside_bounds.*1 record\(s\) of the run lie outside"):
-        compact_table(spark, lake_config, "t.outside_bounds", now_ms=10**13)
+    spark.conf.set("spark.sql.ansi.enabled", str(ansi).lower())
+    try:
+        with pytest.raises(CompactionError, match=r"t\.outside_bounds.*1 record\(s\) of the run lie outside"):
+            compact_table(spark, lake_config, "t.outside_bounds", now_ms=10**13)
+    finally:
+        spark.conf.unset("spark.sql.ansi.enabled")
     assert spark.table(ref.sql()).count() == 3 and not spark.sql(f"SHOW TBLPROPERTIES {ref.sql()}").where(
         f"key = '{CHECKPOINT_PROPERTY}'").collect()
     spark.sql(f"DROP TABLE {ref.sql()} PURGE")
