@@ -32,8 +32,10 @@ def ident(name: str) -> str:
 
 
 def sql_string(text: str) -> str:
-    """A Spark SQL string literal (backslash escapes: spark.sql.parser.escapedStringLiterals off)."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    """A Spark SQL string literal (backslash escapes: spark.sql.parser.escapedStringLiterals off).
+    A '$' goes in as the escape \\u0024: Spark substitutes ``${...}`` anywhere in a statement's text,
+    literals included, before parsing (spark.sql.variable.substitute), so '${x}' would read ''."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'").replace("$", "\\u0024") + "'"
 
 
 def checkpoint_sql(p: str | None, o: str, offsets: dict, op: str) -> str | None:

@@ -79,11 +79,12 @@ def test_wrong_winner_under_the_header_strategy_fails(spark, lake_config, table_
     assert validate_table(spark, lake_config, table_name)["success"]
 
 
-def test_a_header_name_with_a_quote_and_a_backslash_reaches_the_table_the_run_and_the_suite(spark, lake_config,
+def test_a_header_name_with_quote_backslash_and_dollar_reaches_the_table_the_run_and_the_suite(spark, lake_config,
                                                                                             table_name):
     """Property values are SQL string literals at every step: the table's creation, the run's
-    header lookup and the quality suite's, so a name like this one is a name, not broken SQL."""
-    name = "producer's \\ v"
+    header lookup and the quality suite's, so a name like this one is a name, not broken SQL nor
+    a variable Spark substitutes (${v} would read as '')."""
+    name = "producer's \\ ${v}"
     ref = create_compacted_table(spark, lake_config, table_name, {"compaction.strategy": "header",
                                                                   "compaction.strategy.header": name})
     assert load_table_config(spark, lake_config, ref)[0].version_header == name
