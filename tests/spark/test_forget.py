@@ -112,6 +112,20 @@ def test_a_copy_on_write_table_is_refused_with_nothing_deleted(spark, lake_confi
     assert read_audit(spark, lake_config, table_name) == []
 
 
+def test_a_table_that_never_chose_a_merge_mode_is_forgotten_with_position_deletes(spark, lake_config, table_name):
+    """Unset, write.merge.mode is Iceberg's default, copy-on-write; a table the cleaner has not run
+    on yet may leave it so. The request sets merge-on-read first, as the cleaner's first run does."""
+    ref = _filled(spark, lake_config, table_name)
+    spark.sql(f"ALTER TABLE {ref.sql()} UNSET TBLPROPERTIES ('write.merge.mode')")
+    forget(spark, lake_config, ForgetRequest(table_name, ("alice",)), interval_ms=INTERVAL)
+    [audit] = read_audit(spark, lake_config, table_name)
+    summary = spark.sql(f"SELECT summary FROM {ref.meta('snapshots')} "
+                        f"WHERE snapshot_id = {audit['committed_snapshot_id']}").collect()[0]["summary"]
+    assert summary.get("added-position-delete-files") and not summary.get("deleted-data-files"), summary
+    props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {ref.sql()}").collect()}
+    assert props["write.merge.mode"] == "merge-on-read"
+
+
 def test_a_composite_key_is_converted_to_its_columns_types(spark, lake_config, table_name):
     ref = _composite(spark, lake_config, table_name)
     result = forget(spark, lake_config, ForgetRequest(table_name, ("tenant=7,id=42", {"id": 42, "tenant": 8})))
