@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 
 DAY_MS = 86_400_000
 HISTORY_MAINTENANCE = "housekeeping/run_history.json"  # when the run history was last maintained
+UNLISTED_TABLES = "housekeeping/unlisted_tables.json"  # since when each table with state is unlisted
 
 
 def retention_cutoff_ms(cfg: LakecleanerConfig, now_ms: int) -> int:
@@ -49,7 +50,7 @@ def prune_documents(cfg: LakecleanerConfig, now_ms: int, listed_tables: Iterable
         "data_docs_pages": _remove_older(gx / "uncommitted" / "data_docs" / "local_site" / "validations",
                                          "**/*.html", cutoff_s),
         "quality_results": 0,
-        "state_of_unlisted_tables": _remove_unlisted_state(base / "state", listed_tables, cutoff_s),
+        "state_of_unlisted_tables": _remove_unlisted_state(cfg, base / "state", listed_tables, now_ms),
     }
     results = base / "quality" / "results"
     for table_dir in (results.iterdir() if results.is_dir() else ()):
@@ -61,26 +62,40 @@ def prune_documents(cfg: LakecleanerConfig, now_ms: int, listed_tables: Iterable
     return removed
 
 
-def _remove_unlisted_state(directory: Path, listed_tables: Iterable[str] | None, cutoff_s: float) -> int:
+def _remove_unlisted_state(cfg: LakecleanerConfig, directory: Path, listed_tables: Iterable[str] | None,
+                           now_ms: int) -> int:
     """The failure counts and uncleanable mark of a table the catalog no longer lists as compacted
-    (dropped, or its cleanup.policy changed) go once all its state documents are past the
-    retention: a table recreated under the same name later starts clean, not marked. A listed
-    table keeps its state however old (an uncleanable table's document is written only when
-    cleared). Nothing goes on an empty listing, likelier a catalog fault than a catalog emptied."""
+    (dropped, or its cleanup.policy changed) go once it has been missing from every listing for
+    the retention and its documents are as old: a table recreated under the same name later starts
+    clean, not marked, while one a listing missed once (a catalog hiccup) keeps its state. When
+    each table went missing is kept in UNLISTED_TABLES. Nothing happens on an empty listing,
+    likelier a catalog fault than a catalog emptied."""
     listed = set(listed_tables or ())
     if not listed or not directory.is_dir():
         return 0
     documents: dict[str, list[Path]] = {}
     for path in directory.glob("*.json"):
         table = _state_table(path.name)
-        if table is not None:
+        if table is not None and table not in listed:
             documents.setdefault(table, []).append(path)
-    count = 0
+    try:
+        since = (read_document(cfg, UNLISTED_TABLES) or {}).get("first_unlisted_ms")
+    except ValueError:  # unreadable: every unlisted table's absence counts from now
+        since = None
+    since = since if isinstance(since, dict) else {}
+    cutoff_ms = retention_cutoff_ms(cfg, now_ms)
+    still_missing, count = {}, 0
     for table, paths in documents.items():
-        if table not in listed and all(_mtime(p) < cutoff_s for p in paths):
+        first = since.get(table)
+        first = first if isinstance(first, int) and not isinstance(first, bool) else now_ms
+        if first <= cutoff_ms and all(_mtime(p) < cutoff_ms / 1000 for p in paths):
             for path in paths:
                 path.unlink(missing_ok=True)
             count += 1
+        else:
+            still_missing[table] = first
+    if still_missing != since:
+        write_document(cfg, UNLISTED_TABLES, {"first_unlisted_ms": still_missing})
     return count
 
 

@@ -43,22 +43,26 @@ def test_pages_read_each_tables_newest_results_only(tmp_path):
     assert [r["now_ms"] for r in list_results(cfg, "a.t", per_table=2)] == [4, 3]
 
 
-def test_state_of_tables_no_longer_listed_goes_past_the_retention(tmp_path):
-    """Failure counts and uncleanable marks of a dropped table go (so a table recreated under its
-    name starts clean); a listed table's stay however old; nothing goes without a full listing."""
+def test_state_of_a_table_unlisted_for_the_retention_goes(tmp_path):
+    """Failure counts and uncleanable marks of a dropped table go once it has been missing from every
+    listing for the retention (so a table recreated under its name starts clean); a listed table's
+    stay however old, and so do those of a table a listing missed for less than that."""
     cfg = LakecleanerConfig(catalog=CatalogConfig(warehouse=str(tmp_path / "wh")),
                             cleaner=CleanerConfig(own_files_retention_days=30))
     dropped = [_aged(cfg, "state/a.dropped.json", 40, {"failed_runs": 3}),
                _aged(cfg, "state/a.dropped.clear.json", 35, {"failed_runs_forgiven": 0})]
     listed = _aged(cfg, "state/a.listed.json", 400, {"failed_runs": 3})  # uncleanable: never rewritten
-    recent = [_aged(cfg, "state/a.recent.json", 40, {}), _aged(cfg, "state/a.recent.clear.json", 2, {})]
+    flaky = _aged(cfg, "state/a.flaky.json", 400, {"failed_runs": 3})  # missed by a listing now and then
     named_clear = _aged(cfg, "state/a.clear.json", 40, {})  # table a.clear's, not a clear document
     now = int(time.time() * 1000)
+    everything = [*dropped, listed, flaky, named_clear]
     for listing in (None, []):
         assert prune_documents(cfg, now, listing)["state_of_unlisted_tables"] == 0
-    assert all(p.exists() for p in [*dropped, listed, *recent, named_clear])
-    assert prune_documents(cfg, now, ["a.listed", "a.clear"])["state_of_unlisted_tables"] == 1
+    assert prune_documents(cfg, now, ["a.listed", "a.clear"])["state_of_unlisted_tables"] == 0  # missing since now
+    assert prune_documents(cfg, now + 20 * DAY_MS, ["a.listed", "a.clear", "a.flaky"])["state_of_unlisted_tables"] == 0
+    assert all(p.exists() for p in everything)
+    assert prune_documents(cfg, now + 31 * DAY_MS, ["a.listed", "a.clear"])["state_of_unlisted_tables"] == 1
     assert not any(p.exists() for p in dropped)
-    assert all(p.exists() for p in [listed, *recent, named_clear])
-    assert prune_documents(cfg, now, ["a.listed"])["state_of_unlisted_tables"] == 1
-    assert not named_clear.exists()
+    assert all(p.exists() for p in [listed, flaky, named_clear])  # flaky: missing for 11 days only
+    assert prune_documents(cfg, now + 62 * DAY_MS, ["a.listed"])["state_of_unlisted_tables"] == 1
+    assert not flaky.exists() and named_clear.exists() and listed.exists()  # a.clear: missing since day 31
