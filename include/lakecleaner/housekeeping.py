@@ -50,7 +50,6 @@ def prune_documents(cfg: LakecleanerConfig, now_ms: int, listed_tables: Iterable
         "data_docs_pages": _remove_older(gx / "uncommitted" / "data_docs" / "local_site" / "validations",
                                          "**/*.html", cutoff_s),
         "quality_results": 0,
-        "state_of_unlisted_tables": _remove_unlisted_state(cfg, base / "state", listed_tables, now_ms),
     }
     results = base / "quality" / "results"
     for table_dir in (results.iterdir() if results.is_dir() else ()):
@@ -59,6 +58,11 @@ def prune_documents(cfg: LakecleanerConfig, now_ms: int, listed_tables: Iterable
             if _mtime(path) < cutoff_s:
                 path.unlink(missing_ok=True)
                 removed["quality_results"] += 1
+    try:  # last, and on its own: a fault here must not stop the pruning above, run after run
+        removed["state_of_unlisted_tables"] = _remove_unlisted_state(cfg, base / "state", listed_tables, now_ms)
+    except Exception as exc:  # noqa: BLE001 - housekeeping never decides a run
+        log.warning("lakecleaner: cannot prune the state of unlisted tables: %s", exc)
+        removed["state_of_unlisted_tables"] = 0
     return removed
 
 
@@ -79,10 +83,15 @@ def _remove_unlisted_state(cfg: LakecleanerConfig, directory: Path, listed_table
         if table is not None and table not in listed:
             documents.setdefault(table, []).append(path)
     try:
-        since = (read_document(cfg, UNLISTED_TABLES) or {}).get("first_unlisted_ms")
-    except ValueError:  # unreadable: every unlisted table's absence counts from now
-        since = None
+        doc = read_document(cfg, UNLISTED_TABLES)
+    except Exception as exc:  # noqa: BLE001 - unreadable: every unlisted table's absence counts from now
+        log.warning("lakecleaner: %s unreadable (%s); counting from now", UNLISTED_TABLES, exc)
+        doc = None
+    since = doc.get("first_unlisted_ms") if isinstance(doc, dict) else None
     since = since if isinstance(since, dict) else {}
+    # A backfill's now is its interval's end, in the past: a table it finds missing is missing
+    # from now on, not since then (or the next run would count the whole gap as absence).
+    now_ms = max(now_ms, int(time.time() * 1000))
     cutoff_ms = retention_cutoff_ms(cfg, now_ms)
     still_missing, count = {}, 0
     for table, paths in documents.items():

@@ -66,3 +66,23 @@ def test_state_of_a_table_unlisted_for_the_retention_goes(tmp_path):
     assert all(p.exists() for p in [listed, flaky, named_clear])  # flaky: missing for 11 days only
     assert prune_documents(cfg, now + 62 * DAY_MS, ["a.listed"])["state_of_unlisted_tables"] == 1
     assert not flaky.exists() and named_clear.exists() and listed.exists()  # a.clear: missing since day 31
+
+
+def test_a_backfill_or_a_bad_absence_record_never_hastens_a_state_removal(tmp_path):
+    """A backfill's now lies in the past: the absence it sees starts now, not then. An absence
+    record that is not this cleaner's restarts every clock and stops no other pruning."""
+    from lakecleaner.housekeeping import UNLISTED_TABLES
+
+    cfg = LakecleanerConfig(catalog=CatalogConfig(warehouse=str(tmp_path / "wh")),
+                            cleaner=CleanerConfig(own_files_retention_days=30))
+    marked = _aged(cfg, "state/a.marked.json", 400, {"failed_runs": 3})
+    now = int(time.time() * 1000)
+    assert prune_documents(cfg, now - 40 * DAY_MS, ["a.other"])["state_of_unlisted_tables"] == 0  # a backfill
+    assert prune_documents(cfg, now, ["a.other"])["state_of_unlisted_tables"] == 0
+    assert marked.exists()
+    record = Path(write_document(cfg, UNLISTED_TABLES, {}).removeprefix("file:"))
+    record.write_text("[1]")
+    old_metrics = _aged(cfg, "metrics/1.json", 40, {"now_ms": 1})
+    removed = prune_documents(cfg, now + 31 * DAY_MS, ["a.other"])
+    assert removed["state_of_unlisted_tables"] == 0 and marked.exists() and not old_metrics.exists()
+    assert prune_documents(cfg, now + 62 * DAY_MS, ["a.other"])["state_of_unlisted_tables"] == 1
