@@ -874,7 +874,7 @@ def test_integers_are_what_kafka_accepts(raw):
         resolve_table(TABLE, {"delete.retention.ms": raw}, ALL_COLUMNS)
 
 
-@pytest.mark.parametrize("name", ["k`x", "o'x", 'q"x', "b\\x"])
+@pytest.mark.parametrize("name", ["k`x", "o'x", 'q"x', "b\\x", "${x}", "a{0}"])
 def test_columns_with_quote_characters_are_refused_naming_the_setting(name):
     with pytest.raises(ConfigError) as err:
         resolve_table(TABLE, {"compaction.key.columns": name}, {**ALL_COLUMNS, name: "string"})
