@@ -352,10 +352,10 @@ def resolve_table(
 
 def _sql_safe(table: str, prop: str, name: str) -> str:
     """A column the cleaner names in SQL text: quote characters are refused here, with the
-    setting named, rather than escaped in every statement that quotes it; so are '$' and braces:
-    Spark substitutes ${...} even inside backquotes, and GX formats its queries with str.format."""
-    if any(ch in name for ch in "`'\"\\${}") or not name.isprintable():
-        raise ConfigError(table, prop, name, "column names with quotes, backslashes, '$', braces or control "
+    setting named, rather than escaped in every statement that quotes it; so are braces: Spark
+    substitutes ${...} even inside backquotes, and GX formats its queries with str.format."""
+    if any(ch in name for ch in "`'\"\\{}") or not name.isprintable():
+        raise ConfigError(table, prop, name, "column names with quotes, backslashes, braces or control "
                                              "characters are not supported; rename the column")
     return name
 

@@ -47,6 +47,10 @@ def latest_view(cfg: LakecleanerConfig, table: str, name: str | None = None) -> 
     if not is_compacted(props):
         raise ConfigError(ref.short, "cleanup.policy", props.get("cleanup.policy"), "not a compacted table (needs compact)")
     columns = {f.name: spark_type(f.field_type) for f in tbl.schema().fields}
+    for column in columns:  # Spark substitutes ${...} even inside backquotes, in every reader's session
+        if "${" in column:
+            raise ConfigError(ref.short, "column", column, "a view cannot name a column with '${' (Spark reads ${...} "
+                                                           "in SQL text as a variable); rename the column")
     tc = resolve_table(ref.short, props, columns, cfg.defaults)
     return LatestView(ref, view_ref(ref, name), Strategy(tc).latest_per_key_sql(ref.sql(), list(columns)))
 

@@ -113,6 +113,20 @@ def test_view_over_an_uncompacted_table_is_the_models_survivors_without_tombston
     _check_view_against_model(spark, lake_config, table_name, strategy, CASES[strategy])
 
 
+def test_a_column_named_with_a_dollar_is_refused_naming_the_table_and_the_column(spark, lake_config, table_name):
+    """Spark substitutes ${...} anywhere in a statement's text, inside backquotes too, and a view is
+    SQL text read again by every reader's session: such a name cannot be written in it."""
+    from lakecleaner.catalog import TableRef
+    from lakecleaner.config import ConfigError
+
+    ref = TableRef.parse(table_name, lake_config.catalog.name)
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{ref.catalog}`.`{ref.namespace}`")
+    rows = spark.createDataFrame([("k", 0, 0, "v", "n")], "key string, offset bigint, partition int, value string, x string")
+    rows.withColumnRenamed("x", "note${x}").writeTo(ref.sql()).tableProperty("cleanup.policy", "compact").create()
+    with pytest.raises(ConfigError, match=rf"{table_name}.*note\$\{{x\}}.*rename"):
+        latest_view(lake_config, table_name)
+
+
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(strategy=st.sampled_from(STRATEGIES),
        batches=st.lists(st.lists(record, min_size=1, max_size=6), min_size=1, max_size=3))
