@@ -158,13 +158,16 @@ def layout_problem(props: dict[str, str]) -> str | None:
     return None
 
 
-def ensure_layout(spark, ref: TableRef, props: dict[str, str]) -> None:
-    """Set the write modes the MERGE relies on, where the table does not choose otherwise."""
-    check_layout(ref, props)
+def set_layout_defaults(spark, ref: TableRef, props: dict[str, str]) -> None:
+    """Set the write modes the MERGE relies on, where the table does not choose otherwise (unset,
+    Iceberg's MERGE copies on write). Callers refuse a table's own contrary choice first
+    (layout_problem)."""
+    from .strategies import sql_string
+
     missing = {k: v for k, v in LAYOUT_PROPERTIES.items() if k not in props}
     missing.pop("format-version", None)
     if missing:
-        assignments = ", ".join(f"'{k}' = '{v}'" for k, v in missing.items())
+        assignments = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in missing.items())
         spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ({assignments})")
 
 

@@ -32,8 +32,8 @@ from typing import Any
 from . import catalog, plans
 from .append_times import read_append_times
 from .catalog import (
-    CompactionError, TableRef, check_layout, conflict_error, current_snapshot, ensure_layout, fail_point, first_line,
-    load_table_config, create_unless_exists, committed_snapshot, iceberg_table,
+    CompactionError, TableRef, check_layout, conflict_error, current_snapshot, fail_point, first_line,
+    load_table_config, create_unless_exists, committed_snapshot, iceberg_table, set_layout_defaults,
 )
 from .config import CHECKPOINT_PROPERTY, ConfigError, LakecleanerConfig, TableConfig
 from .files import bytes_scanned, clean_version_ceiling, data_files, dirty_rank_bounds
@@ -198,10 +198,9 @@ def _start(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run: b
     """Load the settings and checkpoint, pin the snapshot they came from, and list its files."""
     tc, props = load_table_config(spark, cfg, ref)
     result: dict[str, Any] = {"strategy": tc.strategy, "delete_retention_ms": tc.delete_retention_ms}
-    if dry_run:
-        check_layout(ref, props)  # a dry run refuses what the run would refuse
-    else:
-        ensure_layout(spark, ref, props)
+    check_layout(ref, props)  # a dry run refuses what the run would refuse
+    if not dry_run:
+        set_layout_defaults(spark, ref, props)
     snapshot = current_snapshot(spark, ref, refresh=False)  # the version the properties came from
     try:
         ckpt = Checkpoint.from_json(props.get(CHECKPOINT_PROPERTY))

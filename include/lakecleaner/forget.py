@@ -163,7 +163,7 @@ def forget(spark, cfg: LakecleanerConfig, request: ForgetRequest, now_ms: int | 
     if problem := catalog.layout_problem(props):
         raise ForgetError(ref.short, f"{problem}; nothing deleted")
     keys = typed_keys(spark, ref, tc, request.keys).withColumn("lc_key_hash", F.expr(key_hash_sql(tc)))
-    catalog.ensure_layout(spark, ref, props)  # a valid request; unset, Iceberg's MERGE would copy on write
+    catalog.set_layout_defaults(spark, ref, props)  # once the request is valid
     keys.cache()
     request_id = uuid.uuid4().hex
     removed, offsets, files, snapshot_id = _forget_in_table(spark, ref, tc, keys)

@@ -111,9 +111,9 @@ def _remove_unlisted_state(cfg: LakecleanerConfig, directory: Path, listed_table
 def _state_table(file_name: str) -> str | None:
     """The table a state document belongs to: ``ns.t.json`` or ``ns.t.clear.json`` (state.document_name;
     names hold no dots of their own, so ``ns.clear.json`` is table ns.clear's)."""
-    parts = file_name.removesuffix(".json").split(".")
     if file_name.startswith(".") or not file_name.endswith(".json"):
         return None  # a write's temporary file
+    parts = file_name.removesuffix(".json").split(".")
     if len(parts) == 3 and parts[2] == "clear":
         parts = parts[:2]
     return ".".join(parts) if len(parts) == 2 else None

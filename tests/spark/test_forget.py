@@ -102,7 +102,7 @@ def test_a_bad_key_is_a_clear_error_and_nothing_is_deleted(spark, lake_config, t
 
 
 def test_a_copy_on_write_table_is_refused_with_nothing_deleted(spark, lake_config, table_name):
-    """As the cleaner refuses it (catalog.check_layout): a copy-on-write delete would rewrite the
+    """As the cleaner refuses it (catalog.layout_problem): a copy-on-write delete would rewrite the
     erased key's files, re-dating every dirty record it copies (their append time, rule 3)."""
     ref = _filled(spark, lake_config, table_name)
     spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ('write.merge.mode' = 'copy-on-write')")
