@@ -301,11 +301,14 @@ def _clean_winners(ctx: "RunContext", kmap, sums: list[dict]):
     n_keys = sum(r["keys"] for r in sums)
     fields = [f"k{i}" for i in range(len(ctx.tc.key_columns))]
     probed = probed.withColumn("h", _key_hash("p", fields))
+    # The rank is built after the join, for the matched records only, not for every clean record
+    # (the probe's job over 19M clean records: 1.44 s against 1.51-1.66 s, medians in both orders).
     clean = clean.select(_key_hash("p", fields).alias("h"), "p", *[F.col(f"key.{f}").alias(f) for f in fields],
-                         F.expr(ctx.fr.strategy.winner_rank_sql()).alias("rank"))
+                         "has_ver", "ver", "o")
+    rank = F.expr(ctx.fr.strategy.winner_rank_sql("c.has_ver", "c.ver", "c.o"))
     wins = (clean.alias("c").join(join_side(probed, n_keys).alias("k"), _same_key_on(fields))
-            .where(F.col("c.rank") > F.col("k.best"))
-            .groupBy("k.p", "k.key", "k.winner_tomb", "k.top_o").agg(F.max("c.rank").alias("clean_rank"))
+            .where(rank > F.col("k.best"))
+            .groupBy("k.p", "k.key", "k.winner_tomb", "k.top_o").agg(F.max(rank).alias("clean_rank"))
             .select("p", "key", "winner_tomb", "top_o", F.col("clean_rank.o").alias("clean_o")))
     if ctx.expired_clean is None:
         return ctx.hold(wins.withColumn("clean_expired", F.lit(None).cast("boolean")))
