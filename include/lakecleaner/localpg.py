@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command given (-- COMMAND ...)")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the cluster on the way out
+    signal.signal(signal.SIGTERM, _exit_once)  # stop the command, then the cluster, on the way out
     with local_postgres((args.database,), Path(args.dir), args.port or None) as server:
         url = server.sqlalchemy_url(args.database)
         print(f"lakecleaner: Airflow's metadata database: {url} (cluster in {server.directory})", flush=True)
@@ -130,7 +130,23 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             return 130
         finally:
+            _ignore_stop_signals()
             stop_group(child)
+
+
+def _exit_once(*_) -> None:
+    """SIGTERM: exit through the cleanup, which no further SIGTERM may cut short. make forwards its
+    own SIGTERM to its children on top of the one their process group gets, so this process sees
+    two; the second used to abort stop_group and leave airflow standalone running."""
+    _ignore_stop_signals()
+    sys.exit(143)
+
+
+def _ignore_stop_signals() -> None:
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
 
 
 def stop_group(child: subprocess.Popen, grace_s: float = 30) -> None:

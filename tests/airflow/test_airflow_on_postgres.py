@@ -57,6 +57,7 @@ class AirflowPg:
                     "AIRFLOW__LOGGING__COLORED_CONSOLE_LOG": "False", "GX_ANALYTICS_ENABLED": "false"}
         self.log = self.home / "make-airflow-pg.log"
         self.proc: subprocess.Popen | None = None
+        self.leftovers: list[str] = []
 
     def start(self) -> None:
         with open(self.log, "wb") as out:
@@ -100,12 +101,28 @@ class AirflowPg:
         """SIGTERM reaches localpg's runner, which stops Airflow's process group, then the database."""
         if self.proc is not None:
             stop_group(self.proc, grace_s=90)
+        self.leftovers = _kill_processes_of(self.home)
         data = self.home / "postgres" / "data"
         if (data / "postmaster.pid").exists():  # the runner was killed before it could stop it
             pg_ctl = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))[-1]
             as_owner = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
             subprocess.run([*as_owner, str(pg_ctl), "-D", str(data), "-m", "immediate", "stop"], capture_output=True)
         shutil.rmtree(self.home, ignore_errors=True)
+
+
+def _kill_processes_of(home: Path) -> list[str]:
+    """SIGKILL the processes still running with AIRFLOW_HOME=home; their command lines."""
+    import signal
+
+    mark, found = f"AIRFLOW_HOME={home}".encode(), []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if mark in (proc / "environ").read_bytes().split(b"\0"):
+                found.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip())
+                os.kill(int(proc.name), signal.SIGKILL)
+        except (OSError, ProcessLookupError):  # gone meanwhile, or not ours to read
+            continue
+    return found
 
 
 def test_make_airflow_pg_runs_two_applications_at_once_on_the_jdbc_catalog(spark, pg_config, tmp_path):
@@ -138,6 +155,7 @@ def test_make_airflow_pg_runs_two_applications_at_once_on_the_jdbc_catalog(spark
         assert airflow.query("SELECT slots FROM slot_pool WHERE pool = 'lakecleaner'") == [(2,)]
     finally:
         airflow.stop()
+    assert airflow.leftovers == [], "processes of this Airflow outlived its stop (killed now)"
     for table in TABLES:
         spark.catalog.refreshTable(f"{pg_config.catalog.name}.{table}")
         kept = sorted((r["partition"], r["offset"]) for r in
