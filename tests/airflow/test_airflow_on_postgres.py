@@ -120,7 +120,7 @@ def _kill_processes_of(home: Path) -> list[str]:
             if mark in (proc / "environ").read_bytes().split(b"\0"):
                 found.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip())
                 os.kill(int(proc.name), signal.SIGKILL)
-        except (OSError, ProcessLookupError):  # gone meanwhile, or not ours to read
+        except OSError:  # gone meanwhile (ProcessLookupError), or not ours to read
             continue
     return found
 
