@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lakecleaner.rules import encode_version_header
+from lakecleaner.strategies import encode_version_header
 
 
 def H(*pairs):

@@ -12,7 +12,7 @@ import random
 import zlib
 from dataclasses import dataclass
 
-from .rules import encode_version_header
+from .strategies import encode_version_header
 
 
 @dataclass(frozen=True)

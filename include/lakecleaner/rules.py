@@ -1,6 +1,7 @@
-"""The compaction rules that every caller shares: which record wins, what a tombstone is, how a
-run's budget is shared between partitions, and the cleaner checkpoint (how far each partition has
-been cleaned, and when, so that tombstone horizons can be computed).
+"""The compaction rules that every caller shares: how a run's budget is shared between partitions,
+and the cleaner checkpoint (how far each partition has been cleaned, and when, so that tombstone
+horizons can be computed). Which record wins and what a tombstone is (rules 1 and 2) are defined in
+strategies.py, in Python beside their SQL.
 
 Pure Python on purpose: the reference model, the Spark job, the scheduler and the data-quality
 suites import these definitions instead of restating them.
@@ -8,9 +9,8 @@ suites import these definitions instead of restating them.
 from __future__ import annotations
 
 import json
-import struct
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping
 
 # A partition id; None for tables without a partition column (the whole table is one log).
 Partition = int | None
@@ -24,29 +24,7 @@ QUARANTINE_NULL_OFFSET = "null offset"
 QUARANTINE_NULL_PARTITION = "null partition"
 
 
-# ---------------------------------------------------------------- rule 1: which record wins (strategies.py)
-def decode_version_header(headers: Sequence[tuple[str, bytes | None]] | None, name: str) -> tuple[int | None, bool]:
-    """(version, anomalous) from Kafka-style headers. The last occurrence of the exactly-named header
-    counts; its value must be an 8-byte big-endian signed long (Kafka's LongSerializer). A missing or
-    malformed header gives no version and counts as anomalous (KIP-280: 'the other is anomalous')."""
-    value = None
-    found = False
-    for key, raw in headers or ():
-        if key == name:
-            value, found = raw, True
-    if not found or value is None or len(value) != 8:
-        return None, True
-    return struct.unpack(">q", bytes(value))[0], False
-
-
-def encode_version_header(version: int) -> bytes:
-    return struct.pack(">q", version)
-
-
-# ---------------------------------------------------------------- rule 2: tombstones (KIP-87)
-def is_tombstone(value_is_null: bool, flag: bool | None) -> bool:
-    """Where a tombstone flag is present (not null) it decides; otherwise a null value is a delete."""
-    return bool(flag) if flag is not None else value_is_null
+# Rules 1 and 2 (which record wins, what a tombstone is) live in strategies.py, in Python and SQL.
 
 
 # ---------------------------------------------------------------- rule 5: tombstone expiry (KIP-534)

@@ -9,7 +9,9 @@ the higher version wins, and a tie goes to the higher offset.
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
 from .config import INTEGRAL_TYPES, TableConfig
 from .rules import QUARANTINE_NULL_KEY, QUARANTINE_NULL_OFFSET, QUARANTINE_NULL_PARTITION
@@ -17,6 +19,7 @@ from .rules import QUARANTINE_NULL_KEY, QUARANTINE_NULL_OFFSET, QUARANTINE_NULL_
 # The derived columns every Spark-side consumer names the roles by (engine frames, quality batch).
 OFFSET, VER, HAS_VER = "o", "ver", "has_ver"
 TWO_TO_63, TWO_TO_64 = 2**63, 2**64
+HEADER_VERSION_BYTES = 8  # a version header's value: a big-endian signed long (Kafka's LongSerializer)
 
 
 def order_key(versioned: bool, offset: int, version) -> tuple:
@@ -24,6 +27,31 @@ def order_key(versioned: bool, offset: int, version) -> tuple:
     if not versioned:
         return (offset,)
     return (version is not None, version if version is not None else 0, offset)
+
+
+def decode_version_header(headers: Sequence[tuple[str, bytes | None]] | None, name: str) -> tuple[int | None, bool]:
+    """Python (the reference model): (version, anomalous) from Kafka-style headers, as
+    Strategy.version_sql reads them in SQL. The last occurrence of the exactly-named header counts;
+    its value must be an 8-byte big-endian signed long (Kafka's LongSerializer). A missing or
+    malformed header gives no version and counts as anomalous (KIP-280: 'the other is anomalous')."""
+    value = None
+    found = False
+    for key, raw in headers or ():
+        if key == name:
+            value, found = raw, True
+    if not found or value is None or len(value) != HEADER_VERSION_BYTES:
+        return None, True
+    return struct.unpack(">q", bytes(value))[0], False
+
+
+def encode_version_header(version: int) -> bytes:
+    return struct.pack(">q", version)
+
+
+def is_tombstone(value_is_null: bool, flag: bool | None) -> bool:
+    """Python (the reference model), as Strategy.tombstone_sql: KIP-87, where a tombstone flag is
+    present (not null) it decides; otherwise a null value is a delete."""
+    return bool(flag) if flag is not None else value_is_null
 
 
 def ident(name: str) -> str:
@@ -114,8 +142,26 @@ class Strategy:
         if tc.strategy == "offset":
             return "TRUE"
         if tc.strategy == "header":
-            return f"({self._header_raw} IS NOT NULL AND length({self._header_raw}) = 8)"
+            return f"({self._header_raw} IS NOT NULL AND length({self._header_raw}) = {HEADER_VERSION_BYTES})"
         return f"({self.version_sql} IS NOT NULL)"
+
+    def version_of(self, row: Mapping[str, Any]) -> tuple[Any, bool]:
+        """Python (the reference model): a table row's (version, anomalous), as version_sql and
+        has_version_sql give them; the row is a dict of the table's columns."""
+        tc = self.tc
+        if tc.strategy == "offset":
+            return None, False
+        if tc.strategy == "header":
+            headers = [(h["key"], h["value"]) if isinstance(h, Mapping) else (h[0], h[1])
+                       for h in row.get(tc.headers_column) or []]
+            return decode_version_header(headers, tc.version_header)
+        version = row.get(self.version_column)
+        return version, version is None
+
+    def tombstone_of(self, row: Mapping[str, Any]) -> bool:
+        """Python (the reference model): whether a table row is a tombstone, as tombstone_sql."""
+        flag = row.get(self.tc.tombstone_column) if self.tc.tombstone_column else None
+        return is_tombstone(row.get(self.tc.value_column) is None if self.tc.value_column else False, flag)
 
     @property
     def _header_raw(self) -> str:

@@ -7,8 +7,7 @@ from typing import Any, Iterable, Mapping
 from .config import LakecleanerConfig, TableConfig
 from .catalog import LAYOUT_PROPERTIES, TableRef, load_table_config
 from .model import Record
-from .rules import decode_version_header, is_tombstone
-from .strategies import ident, sql_string
+from .strategies import Strategy, ident, sql_string
 
 # Kafka's record fields, as an Iceberg table. `timestamp` is epoch milliseconds, like Kafka's.
 KAFKA_SCHEMA = (
@@ -44,24 +43,14 @@ def append(spark, ref: TableRef, rows: Iterable[Mapping[str, Any]], schema: str 
 def record_from_row(row: Mapping[str, Any], tc: TableConfig, appended_at_ms: int) -> Record:
     """A table row as the reference model sees it, interpreted with the shared rules."""
     keys = tuple(row.get(k) for k in tc.key_columns)
-    flag = row.get(tc.tombstone_column) if tc.tombstone_column else None
-    value_null = row.get(tc.value_column) is None if tc.value_column else False
-    version, anomalous = None, False
-    if tc.strategy == "timestamp":
-        version = row.get(tc.timestamp_column)
-        anomalous = version is None
-    elif tc.strategy == "column":
-        version = row.get(tc.version_column)
-        anomalous = version is None
-    elif tc.strategy == "header":
-        headers = [(h["key"], h["value"]) if isinstance(h, Mapping) else (h[0], h[1]) for h in row.get(tc.headers_column) or []]
-        version, anomalous = decode_version_header(headers, tc.version_header)
+    strategy = Strategy(tc)
+    version, anomalous = strategy.version_of(row)
     return Record(
         partition=row.get(tc.partition_column) if tc.partition_column else None,
         offset=row.get(tc.offset_column),
         key=None if any(k is None for k in keys) else keys,
         appended_at_ms=appended_at_ms,
-        tombstone=is_tombstone(value_null, flag),
+        tombstone=strategy.tombstone_of(row),
         version=version,
         anomalous=anomalous,
     )

@@ -19,8 +19,8 @@ from lakecleaner.config import CHECKPOINT_PROPERTY
 from lakecleaner.catalog import TableRef
 from lakecleaner.engine import compact_table
 from lakecleaner.model import compact
-from lakecleaner.rules import Checkpoint, encode_version_header
-from lakecleaner.strategies import Strategy, version_as_long_sql
+from lakecleaner.rules import Checkpoint
+from lakecleaner.strategies import Strategy, encode_version_header, version_as_long_sql
 from lakecleaner.tables import KAFKA_SCHEMA, append, create_compacted_table, read_model_records
 
 from iceberg_scans import iceberg_scans

@@ -8,7 +8,8 @@ from lakecleaner.catalog import load_table_config
 from lakecleaner.config import CHECKPOINT_PROPERTY
 from lakecleaner.engine import compact_table
 from lakecleaner.quality import QualityError, list_results, validate_table
-from lakecleaner.rules import Checkpoint, encode_version_header
+from lakecleaner.rules import Checkpoint
+from lakecleaner.strategies import encode_version_header
 from lakecleaner.tables import append, create_compacted_table
 
 pytestmark = pytest.mark.spark

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lakecleaner.model import compact
-from lakecleaner.rules import Checkpoint, encode_version_header
-from lakecleaner.strategies import sql_string
+from lakecleaner.rules import Checkpoint
+from lakecleaner.strategies import encode_version_header, sql_string
 from lakecleaner.tables import KAFKA_SCHEMA, append, create_compacted_table, read_model_records
 from lakecleaner.view import latest_view
 

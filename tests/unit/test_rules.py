@@ -12,16 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakecleaner.strategies import order_key
+from lakecleaner.strategies import decode_version_header, encode_version_header, is_tombstone, order_key
 from lakecleaner.rules import (
     MAX_HISTORY_ENTRIES,
     NO_PARTITION,
     Checkpoint,
     CheckpointError,
     allot_budget,
-    decode_version_header,
-    encode_version_header,
-    is_tombstone,
     log_ends,
     tombstone_expired,
     tombstone_expired_sql,
@@ -814,3 +811,33 @@ def test_log_ends_from_file_metrics():
     assert log_ends([(0, 5), (None, 9)], partitioned=True) is None  # a file of several partitions
     assert log_ends([(0, None)], partitioned=True) is None  # no offset metrics
     assert log_ends([], partitioned=True) == {}
+
+
+# ================================================================ a table row's roles, in Python
+def _strategy(props, columns=None):
+    from lakecleaner.config import resolve_table
+    from lakecleaner.strategies import Strategy
+
+    columns = columns or {"key": "string", "offset": "bigint", "timestamp": "bigint", "tombstone": "boolean",
+                          "value": "string", "headers": "array<struct<key:string,value:binary>>", "ver": "bigint"}
+    return Strategy(resolve_table("t", props, columns))
+
+
+def test_a_rows_version_per_strategy():
+    row = {"timestamp": 7, "ver": 3, "headers": [{"key": "v", "value": enc(9)}, ("v", enc(11))]}
+    assert _strategy({"compaction.strategy": "offset"}).version_of(row) == (None, False)
+    assert _strategy({"compaction.strategy": "timestamp"}).version_of(row) == (7, False)
+    assert _strategy({"compaction.strategy": "column", "compaction.strategy.column": "ver"}).version_of(row) == (3, False)
+    header = _strategy({"compaction.strategy": "header", "compaction.strategy.header": "v"})
+    assert header.version_of(row) == (11, False)  # the last occurrence; a header as a struct or a pair
+    assert header.version_of({"headers": None}) == (None, True)
+    assert _strategy({"compaction.strategy": "timestamp"}).version_of({"timestamp": None}) == (None, True)
+
+
+def test_a_rows_tombstone_follows_the_flag_then_the_value():
+    s = _strategy({})
+    assert s.tombstone_of({"tombstone": None, "value": None}) is True
+    assert s.tombstone_of({"tombstone": False, "value": None}) is False
+    assert s.tombstone_of({"tombstone": True, "value": "x"}) is True
+    no_flag = _strategy({}, {"key": "string", "offset": "bigint", "value": "string"})
+    assert no_flag.tombstone_of({"value": "x"}) is False and no_flag.tombstone_of({"value": None}) is True
