@@ -7,9 +7,10 @@ partition in offset order). Phase 2 has two forms:
   keeps (KIP-280's keep rule, strategies.Strategy), and one MERGE deleting every other record of
   those keys up to the key's highest offset in the run. Under the offset strategy a run's record
   always beats the cleaned ones, so the MERGE's scan is the only read of the clean part; under a
-  versioned one the clean part's version of each run key is read once first (a late lower version
-  loses to its cleaned winner). When the whole dirty part is the run (nothing too young, within
-  budget), phase 1 builds the map directly;
+  versioned one the map is built over the run's records and, in the same aggregation, the cleaned
+  record of each key that may lose (a late lower version loses to its cleaned winner), read once
+  from the clean part. When the whole dirty part is the run (nothing too young, within budget),
+  phase 1 builds the map directly;
   Bad records to move to quarantine (rule 7) join the same MERGE by their exact identity;
 - the ranked path, only where a run must re-examine a log end an earlier run kept (rule 6). It
   looks the run's keys up in the clean part, ranks every candidate, and deletes the losers,
@@ -36,13 +37,15 @@ from .catalog import (
     load_table_config, create_unless_exists, committed_snapshot, iceberg_table, set_layout_defaults,
 )
 from .config import CHECKPOINT_PROPERTY, ConfigError, LakecleanerConfig, TableConfig
-from .files import bytes_scanned, clean_version_ceiling, data_files, dirty_rank_bounds
+from .files import (
+    bytes_scanned, clean_version_ceiling, data_files, dirty_rank_bounds, dirty_records_bound, dirty_version_floors,
+)
 from .frames import Frames, at_positions, clean_pred, dirty_scan, partition_pred, small_df
 from .history import record_history
 from .rules import (
     NO_PARTITION, Checkpoint, CheckpointError, allot_budget, bad_records_at_log_end, log_ends, run_ends,
 )
-from .plans import Plan, RunContext, bad_figures, key_map, key_map_sums
+from .plans import CleanRivals, Plan, RunContext, bad_figures, key_map, key_map_sums
 from .strategies import RankBounds
 
 log = logging.getLogger(__name__)
@@ -162,9 +165,10 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
         bad = _bad_records(start, held)
         phase("bad_rows_s")
         key_map_run = not start.retained
-        rng = _run_range(spark, start, held, key_map_run)
+        clean = _clean_part(start, held)
+        rng = _run_range(spark, start, held, key_map_run, clean.rivals)
         phase("dirty_s")
-        ctx, kept_bad, ends = _clean_side(spark, start, held, rng, bad)
+        ctx, kept_bad, ends = _clean_side(spark, start, held, rng, bad, clean)
         # Phase 2. Kafka's own algorithm: a map of the run's keys, and one MERGE that reads the table
         # once (a versioned strategy first reads the clean part's versions of the run's keys); bad
         # records to quarantine are matched by the same MERGE. A log end kept by an earlier run
@@ -253,7 +257,7 @@ def _dirty_records(spark, start: RunStart):
     return dirty, young, any_young
 
 
-def _run_range(spark, start: RunStart, hold: Held, key_map_run: bool) -> RunRange:
+def _run_range(spark, start: RunStart, hold: Held, key_map_run: bool, rivals: CleanRivals | None) -> RunRange:
     """Phase 1: per partition, stop at the first record younger than the lag (rule 3); then share
     the budget (compaction.max.records.per.run) between partitions."""
     from pyspark.sql import Window
@@ -266,8 +270,10 @@ def _run_range(spark, start: RunStart, hold: Held, key_map_run: bool) -> RunRang
     # it is over budget. Its key map is then built straight from the dirty part, and summing the map
     # per partition gives the figures the run needs: one aggregation of the dirty part, not two.
     kmap, kmap_sums, per_p = None, None, None
-    if key_map_run and not any_young:
-        kmap = hold(key_map(dirty, start.fr.strategy, start.rank_bounds))
+    # A versioned map also reads the clean part: built here only where the metadata says the dirty
+    # part fits the budget, so that an over-budget run does not read the clean part for nothing.
+    if key_map_run and not any_young and (rivals is None or rivals.late_bound <= tc.max_records_per_run):
+        kmap = hold(key_map(dirty, start.fr.strategy, start.rank_bounds, rivals))
         kmap_sums = key_map_sums(kmap, start.ref, start.rank_bounds)
         if sum(r["n"] for r in kmap_sums) > tc.max_records_per_run:
             kmap.unpersist()  # a partial run: its map is built from its range below
@@ -308,10 +314,18 @@ def _run_range(spark, start: RunStart, hold: Held, key_map_run: bool) -> RunRang
                     kmap, kmap_sums)
 
 
-def _clean_side(spark, start: RunStart, hold: Held, rng: RunRange, bad: BadRecords) -> tuple[RunContext, dict, dict]:
-    """The clean part as the plans see it: its narrow columns, its tombstones past their horizon
-    (rule 5), and each partition's log end (rule 6), including bad records that are one. Returns
-    the plans' context, the bad records kept as their partition's log end, and the run's ends."""
+@dataclass
+class CleanPart:
+    """The clean part as phase 2 reads it: its narrow columns, its tombstones past their horizon
+    (rule 5, by partition the highest offset whose horizon has passed), and how a versioned key map
+    looks its records up (None: the offset strategy, or nothing cleaned yet)."""
+    clean: Any
+    expired_clean: Any
+    expired_through: dict
+    rivals: CleanRivals | None
+
+
+def _clean_part(start: RunStart, hold: Held) -> CleanPart:
     from pyspark.sql import functions as F
 
     tc, fr, ckpt = start.tc, start.fr, start.ckpt
@@ -328,6 +342,24 @@ def _clean_side(spark, start: RunStart, hold: Held, rng: RunRange, bad: BadRecor
         expired_pred = partition_pred("p", "o", expired_through, "<=", False)
         expired_clean = hold(fr.narrow(start.base.where(in_clean & fr.tomb_pushdown))
                              .where(F.col("tomb") & expired_pred))
+    rivals = None
+    if fr.strategy.versioned and start.ckpt_offsets:
+        unpartitioned = tc.partition_column is None
+        ceiling = clean_version_ceiling(start.files, start.ckpt_offsets, unpartitioned)
+        rivals = CleanRivals(clean, expired_clean, ceiling,
+                             dirty_version_floors(start.files, start.ckpt_offsets, unpartitioned, ceiling),
+                             dirty_records_bound(start.files, start.ckpt_offsets, unpartitioned))
+    return CleanPart(clean, expired_clean, expired_through, rivals)
+
+
+def _clean_side(spark, start: RunStart, hold: Held, rng: RunRange, bad: BadRecords,
+                part: CleanPart) -> tuple[RunContext, dict, dict]:
+    """The clean part as the plans see it, and each partition's log end (rule 6), including bad
+    records that are one. Returns the plans' context, the bad records kept as their partition's log
+    end, and the run's ends."""
+    from pyspark.sql import functions as F
+
+    tc, clean, expired_through = start.tc, part.clean, part.expired_through
     # Log end of partitions with no dirty record (only needed where something there may go), then
     # of every partition with bad records: those count too (rule 6 holds for a keyless record).
     log_end = dict(rng.log_end)
@@ -342,11 +374,9 @@ def _clean_side(spark, start: RunStart, hold: Held, rng: RunRange, bad: BadRecor
                                          and (p in rng.taken or p not in rng.dirty_partitions)})
     log_end_df = F.broadcast(small_df(spark, log_end or {0: -1}, "log_end"))
     protected = F.lit(tc.retain_log_end_record) & (F.col("o") == F.col("log_end"))
-    ctx = RunContext(spark, start.ref, tc, fr, start.snapshot, hold, rng.in_run, rng.n_run, ends, clean,
-                     bool(start.ckpt_offsets), expired_clean=expired_clean, log_end_df=log_end_df, protected=protected,
-                     log_end=log_end,
-                     version_ceiling=clean_version_ceiling(start.files, start.ckpt_offsets, tc.partition_column is None),
-                     rank_bounds=start.rank_bounds)
+    ctx = RunContext(spark, start.ref, tc, start.fr, start.snapshot, hold, rng.in_run, rng.n_run, ends, clean,
+                     bool(start.ckpt_offsets), expired_clean=part.expired_clean, log_end_df=log_end_df,
+                     protected=protected, log_end=log_end, rivals=part.rivals, rank_bounds=start.rank_bounds)
     return ctx, kept_bad, ends
 
 

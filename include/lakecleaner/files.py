@@ -58,6 +58,35 @@ def clean_version_ceiling(files, ckpt_offsets: dict, unpartitioned: bool) -> int
     return None if not bounds or None in bounds else max(bounds)
 
 
+def dirty_version_floors(files, ckpt_offsets: dict, unpartitioned: bool, ceiling: int | None) -> dict | None:
+    """Per partition whose dirty records may lose to a cleaned one (a version at or below the clean
+    ``ceiling``, or none), the lowest version its dirty files' bounds allow (as
+    strategies.version_as_long_sql renders it; None: unknown, or some dirty record may have no
+    version, which any versioned cleaned record beats). A cleaned record beats a run record only
+    with a higher version, so the lookup reads no clean record below its partition's floor; a
+    partition absent from the result cannot hold a late record and is not read at all. None as a
+    whole: some dirty file spans partitions, so no partition's floor is known."""
+    floors: dict = {}
+    for f in files:
+        if not may_be_dirty(f, ckpt_offsets, unpartitioned):
+            continue
+        if unpartitioned:
+            p = 0
+        elif f["p_lower_bound"] is None or f["p_lower_bound"] != f["p_upper_bound"]:
+            return None
+        else:
+            p = f["p_lower_bound"]
+        low = None if f["v_lower_bound"] is None or f["v_nulls"] != 0 else f["v_lower_bound"]
+        floors[p] = None if low is None or (p in floors and floors[p] is None) else min(low, floors.get(p, low))
+    return {p: v for p, v in floors.items() if v is None or ceiling is None or v <= ceiling}
+
+
+def dirty_records_bound(files, ckpt_offsets: dict, unpartitioned: bool) -> int:
+    """At most this many records lie past the checkpoint: the record counts of the files the dirty
+    scan opens (some of which may also hold clean records)."""
+    return sum(f["records"] for f in files if may_be_dirty(f, ckpt_offsets, unpartitioned))
+
+
 def dirty_rank_bounds(files, ckpt_offsets: dict, unpartitioned: bool) -> RankBounds | None:
     """The bounds of the offsets and versions of the files the dirty scan opens (None: one unknown).
     A file's versions count from its lowest even when it also holds clean records: wider, still true."""
@@ -84,8 +113,9 @@ def data_files(spark, ref: TableRef, tc: TableConfig, snapshot: int,
                 expired_times: dict[int, int] | None = None) -> list:
     """Live data files at ``snapshot`` with what the run needs from Iceberg's metrics: offset,
     partition and version bounds (versions as strategies.version_as_long_sql renders them), null
-    counts of the identity columns (unknown where a column has no metrics) and of the offset column
-    alone (``o_nulls``, None: unknown), size, and the commit time of the snapshot that added each
+    counts of the identity columns (unknown where a column has no metrics), of the offset column
+    alone (``o_nulls``) and of the version column (``v_nulls``; both None: unknown), size, record
+    count, and the commit time of the snapshot that added each
     (the records' append time; from ``expired_times``, see append_times, once maintenance expired
     that snapshot)."""
     from pyspark.sql import functions as F
@@ -101,6 +131,7 @@ def data_files(spark, ref: TableRef, tc: TableConfig, snapshot: int,
     return (entries.where("status < 2 AND data_file.content = 0")
             .select(F.col("data_file.file_path").alias("_file"), "snapshot_id",
                     F.col("data_file.file_size_in_bytes").alias("size"),
+                    F.col("data_file.record_count").alias("records"),
                     *[(F.col("readable_metrics").getField(c).getField(b).cast("bigint") if c in with_metrics
                        else F.lit(None).cast("bigint")).alias(f"{n}_{b}")
                       for n, c in (("o", tc.offset_column), ("p", tc.partition_column)) if c
@@ -109,11 +140,22 @@ def data_files(spark, ref: TableRef, tc: TableConfig, snapshot: int,
                     F.greatest(*[F.abs(c) for c in null_counts], F.lit(0), F.lit(0)).alias("identity_nulls"),
                     (F.col("readable_metrics").getField(tc.offset_column).getField("null_value_count")
                      if tc.offset_column in with_metrics else F.lit(None).cast("bigint")).alias("o_nulls"),
+                    _version_nulls(tc, with_metrics).alias("v_nulls"),
                     F.greatest(*[c.isNull() for c in null_counts], F.lit(len(null_counts) < len(identity)),
                                F.lit(False)).alias("identity_nulls_unknown"))
             .join(spark.table(ref.meta("snapshots")).select("snapshot_id", F.expr("unix_millis(committed_at)").alias("at")),
                   "snapshot_id", "left")
             .withColumn("appended_at", F.coalesce("at", recorded, F.lit(0)))).collect()
+
+
+def _version_nulls(tc: TableConfig, with_metrics: set):
+    """A data file's count of records whose version column is null (null: unknown, or no column)."""
+    from pyspark.sql import functions as F
+
+    column = Strategy(tc).version_column
+    if column not in with_metrics:
+        return F.lit(None).cast("bigint")
+    return F.col("readable_metrics").getField(column).getField("null_value_count")
 
 
 def _version_bound(entries, tc: TableConfig, with_metrics: set, bound: str):

@@ -110,7 +110,7 @@ def small_df(spark, rows: dict, value_name: str):
     """Per-partition figures (p, ``value_name``, both bigint) as an inline table, which Spark plans
     as a local relation and broadcasts from the driver. A DataFrame made from a Python list is an RDD
     instead, and every plan that reads it runs a job of its own to scan it (about 0.3-0.5 s each in a
-    versioned run, where the log ends join both the probe's figures and the MERGE's source).
+    versioned run, where the log ends join the MERGE's source).
     ``rows`` is never empty: every caller joins it only where it has rows (VALUES needs one)."""
     values = ", ".join(f"({int(k if k is not None else 0)}L, {int(v)}L)" for k, v in rows.items())
     return spark.sql(f"SELECT * FROM VALUES {values} AS t(p, {value_name})")

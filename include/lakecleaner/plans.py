@@ -2,16 +2,17 @@
 
 - The key map (``key_map_plan``), for every strategy: Kafka's own cleaner. Each run key's record
   that stays by KIP-280's keep rule, then one MERGE deleting every other record of the key up to
-  its highest offset in the run. A versioned strategy first reads the clean part's versions of the
-  run's keys once (``decide_keys``): a late lower version loses to its cleaned winner. Bad records
-  going to quarantine join the MERGE's source by their exact identity.
+  its highest offset in the run. Under a versioned strategy the map also holds each key's cleaned
+  record that may beat the run's best, found by one read of the clean part in the same aggregation
+  (``CleanRivals``): a late lower version loses to its cleaned winner. Bad records going to
+  quarantine join the MERGE's source by their exact identity.
 - The ranked path (``ranked_plan``), only where a log end an earlier run kept must be examined
   again (rule 6). Every candidate is ranked by the same rule.
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .catalog import CompactionError, TableRef
@@ -39,7 +40,7 @@ class RunContext:
     log_end_df: Any
     protected: Any
     log_end: dict  # partition -> its log end (log_end_df's rows)
-    version_ceiling: int | None = None  # files.clean_version_ceiling: no clean record's version is above it
+    rivals: "CleanRivals | None" = None  # how a versioned key map looks the clean part up
     rank_bounds: RankBounds | None = None  # files.dirty_rank_bounds, for the key map's packed rank
 
 
@@ -166,51 +167,120 @@ def bad_figures(fr: Frames, bad_rows, retained: dict) -> list[dict]:
         F.sum(at_positions(fr.p, fr.o, retained).cast("int")).alias("copied_before")).collect()]
 
 
-def key_map(in_run, strategy: Strategy, bounds: RankBounds | None = None):
+@dataclass(frozen=True)
+class CleanRivals:
+    """How a versioned key map meets the clean part: each run record that may lose (a version at or
+    below the clean ``ceiling``, or none) looks its key up there, and the cleaned record found joins
+    the run's own records in the one aggregation that builds the map (no second pass over it). A
+    cleaned record beats a run record only with a higher version, so a run record above the ceiling
+    looks nothing up, and the clean part is read only at or above each partition's ``floors``."""
+    clean: Any  # the clean part's narrow columns (no tombstone: deciding one reads the widest column)
+    expired_clean: Any  # the clean tombstones past their horizon (p, o), or None
+    ceiling: int | None  # files.clean_version_ceiling
+    floors: dict | None  # files.dirty_version_floors
+    late_bound: int  # at most this many run records may look up: broadcast them, or not
+
+
+def key_map(in_run, strategy: Strategy, bounds: RankBounds | None = None, rivals: CleanRivals | None = None):
     """Kafka's offset map, for every strategy: each of the run's keys with its best record in the
     run by the keep rule (its offset ``winner_o``; under a versioned strategy also the whole rank),
-    whether that record is a tombstone, the key's highest offset in the run (``top_o``), and how
-    many records (and anomalous ones) of the key the run holds. A versioned rank is packed into one
+    whether that record is a tombstone, the key's highest offset in the run (``top_o``), how many
+    records (and anomalous ones) of the key the run holds, and under a versioned strategy the
+    cleaned record that beats the run's best (``clean_o``, null: none; ``clean_expired``: it is a
+    tombstone past its horizon), found through ``rivals``. A versioned rank is packed into one
     bigint where Iceberg's metrics bound the run (``bounds``, strategies.packed_rank_sql): Spark
-    then aggregates in a hash table, not by sorting; ``outside`` counts records outside the bounds,
-    which stop the run (key_map_sums)."""
+    then aggregates in a hash table, not by sorting; ``outside`` counts run records outside the
+    bounds, which stop the run (key_map_sums)."""
     from pyspark.sql import functions as F
 
-    tomb, anom = F.col("tomb").cast("int"), F.sum((~F.col("has_ver")).cast("int")).alias("anom")
+    found = _clean_rivals(in_run, strategy, rivals) if strategy.versioned and rivals is not None else None
+    rows = in_run.select("p", "key", "o", "tomb", "ver", "has_ver", F.lit(True).alias("in_run"))
+    rival_aggs = []
+    if found is not None:  # the run's records and the cleaned ones found, each with the other's columns null
+        run_cols, found_cols = ["o", "tomb", "ver", "has_ver"], [c for c in found.columns if c.startswith("c_")]
+        rows = rows.select("*", *[F.lit(None).cast(found.schema[c].dataType).alias(c) for c in found_cols]).unionByName(
+            found.select("p", "key", *[F.lit(None).cast(rows.schema[c].dataType).alias(c) for c in run_cols],
+                         F.lit(False).alias("in_run"), *found_cols))
+        rival_aggs = [F.max(c).alias(c) for c in found_cols]  # one cleaned record a key: its own fields
+    run = F.col("in_run")
+    tomb, anom = F.col("tomb").cast("int"), F.sum((run & ~F.col("has_ver")).cast("int")).alias("anom")
+    top_o, n = F.max(F.when(run, F.col("o"))).alias("top_o"), F.count(F.when(run, 1)).alias("n")
     version_type = in_run.schema["ver"].dataType.simpleString()
     packed = strategy.packed_rank_sql(bounds, version_type) if strategy.versioned and bounds else None
     if packed:
-        rank, inside = F.expr(packed[0]), F.expr(packed[1])
-        agg = in_run.groupBy("p", "key").agg(
-            F.max(rank).alias("packed"), F.max_by(tomb, rank).alias("winner_tomb"),
-            F.max("o").alias("top_o"), F.count("*").alias("n"), anom, F.sum((~inside).cast("int")).alias("outside"))
-        agg = agg.withColumn("best", F.expr(strategy.unpacked_rank_sql("packed", bounds, version_type))).drop("packed")
+        rank, inside = F.when(run, F.expr(packed[0])), F.expr(packed[1])
+        agg = rows.groupBy("p", "key").agg(
+            F.max(rank).alias("packed"), F.max_by(tomb, rank).alias("winner_tomb"), top_o, n, anom,
+            F.sum((run & ~inside).cast("int")).alias("outside"), *rival_aggs)
+        best = F.expr(strategy.unpacked_rank_sql("packed", bounds, version_type))
     elif strategy.versioned:
-        rank = F.expr(strategy.winner_rank_sql())
-        agg = in_run.groupBy("p", "key").agg(F.max(rank).alias("best"), F.max_by(tomb, rank).alias("winner_tomb"),
-                                             F.max("o").alias("top_o"), F.count("*").alias("n"), anom)
+        rank = F.when(run, F.expr(strategy.winner_rank_sql()))
+        agg = rows.groupBy("p", "key").agg(F.max(rank).alias("best"), F.max_by(tomb, rank).alias("winner_tomb"),
+                                           top_o, n, anom, F.lit(0).alias("outside"), *rival_aggs)
+        best = F.col("best")
     else:  # the rank is the offset: plain long aggregates
-        agg = in_run.groupBy("p", "key").agg(F.max("o").alias("top_o"), F.max_by(tomb, "o").alias("winner_tomb"),
-                                             F.count("*").alias("n"), anom)
-    if not packed:
-        agg = agg.withColumn("outside", F.lit(0))
-    return agg.withColumn("winner_o", F.col("best.o") if strategy.versioned else F.col("top_o"))
+        agg = rows.groupBy("p", "key").agg(top_o, F.max_by(tomb, "o").alias("winner_tomb"), n, anom,
+                                           F.lit(0).alias("outside"))
+    clean_o, clean_expired = F.lit(None).cast("bigint"), F.lit(None).cast("boolean")
+    if found is not None:  # the whole rank is compared only where a cleaned record was found
+        clean_wins = F.col("c_o").isNotNull() & (F.expr(strategy.winner_rank_sql("c_has_ver", "c_ver", "c_o")) > best)
+        clean_o = F.when(clean_wins, F.col("c_o"))
+        clean_expired = F.when(clean_wins, F.coalesce(F.col("c_expired"), F.lit(False)))
+    return agg.select("p", "key", "winner_tomb", "top_o", "n", "anom", "outside",
+                      (best.getField("o") if strategy.versioned else F.col("top_o")).alias("winner_o"),
+                      clean_o.alias("clean_o"), clean_expired.alias("clean_expired"))
+
+
+def _clean_rivals(in_run, strategy: Strategy, rivals: CleanRivals):
+    """Per run key that may lose, its best cleaned record (c_has_ver, c_ver, c_o, c_expired; one row
+    a key), or None where no run record can lose. The run records that may lose are broadcast to
+    the scan of the clean part (a join on one 64-bit hash of partition and key, the fields compared
+    besides), which streams at scan speed; the few matches are reduced to one per key (the
+    clean-part invariant is one record per key, but nothing enforces it against appends below the
+    checkpoint)."""
+    from pyspark.sql import functions as F
+
+    late, clean = in_run, rivals.clean
+    version_type = in_run.schema["ver"].dataType.simpleString()
+    as_long = version_as_long_sql("ver", version_type)
+    if rivals.ceiling is not None and as_long:
+        late = late.where(f"NOT has_ver OR {as_long} <= {rivals.ceiling}")
+    if rivals.floors is not None and as_long:
+        if not rivals.floors:  # no partition holds a run record that may lose
+            return None
+        clean = clean.where(_above_floors_sql(rivals.floors, version_type))
+    fields = [f"k{i}" for i in range(len(strategy.tc.key_columns))]
+    late = late.select(_key_hash("p", fields).alias("h"), "p", "key")
+    clean = clean.select(_key_hash("p", fields).alias("h"), "p", *[F.col(f"key.{f}").alias(f) for f in fields],
+                         "has_ver", "ver", "o")
+    rank = F.expr(strategy.winner_rank_sql("c.has_ver", "c.ver", "c.o"))
+    best = (clean.alias("c").join(join_side(late, rivals.late_bound).alias("k"), _same_key_on(fields))
+            .groupBy("k.p", "k.key").agg(F.max(rank).alias("c"))
+            .select("p", "key", F.col("c.has_ver").alias("c_has_ver"), F.col("c.ver").alias("c_ver"),
+                    F.col("c.o").alias("c_o")))
+    if rivals.expired_clean is None:
+        return best.withColumn("c_expired", F.lit(None).cast("boolean"))
+    expired = rivals.expired_clean.select("p", F.col("o").alias("c_o"), F.lit(True).alias("c_expired"))
+    return best.join(expired, ["p", "c_o"], "left")
 
 
 def key_map_sums(kmap, ref: TableRef, bounds: RankBounds | None = None) -> list[dict]:
     """Per partition of a key map: its last offset, records, keys, anomalous records, the keys
-    whose run winner is a tombstone (final under the offset strategy; a versioned strategy takes
-    off those whose cleaned record wins, decide_keys), and whether the key of its last offset keeps
-    another record of the run (``end_loses``: a log end that loses, rule 6). Stops the run if a
-    record lies outside the bounds its rank was packed with."""
+    whose run winner is a tombstone and stays the winner (new tombstones), the keys whose cleaned
+    record wins as a tombstone past its horizon (``expired``, the highest such offset
+    ``expired_o``), and whether the key of its last offset keeps another record (``end_loses``: a
+    log end that loses, rule 6). Stops the run if a record lies outside the bounds its rank was
+    packed with."""
     from pyspark.sql import functions as F
 
-    floors = _floor_aggregates(kmap)
-    sums = [{k: v if k == "floor" else int(v or 0) for k, v in r.asDict().items()} for r in kmap.groupBy("p").agg(
+    clean_wins = F.col("clean_o").isNotNull()
+    expired_o = F.when(F.coalesce(F.col("clean_expired"), F.lit(False)), F.col("clean_o"))
+    loses = (F.col("winner_o") != F.col("top_o")) | clean_wins
+    sums = [{k: v if k == "expired_o" else int(v or 0) for k, v in r.asDict().items()} for r in kmap.groupBy("p").agg(
         F.max("top_o").alias("end"), F.sum("n").alias("n"), F.count("*").alias("keys"),
-        F.sum("anom").alias("anom"), F.sum("winner_tomb").alias("new_tombstones"),
-        F.sum("outside").alias("outside"), F.max_by((F.col("winner_o") != F.col("top_o")).cast("int"), "top_o")
-        .alias("end_loses"), *floors).collect()]
+        F.sum("anom").alias("anom"), F.sum(F.when(~clean_wins, F.col("winner_tomb"))).alias("new_tombstones"),
+        F.count(expired_o).alias("expired"), F.max(expired_o).alias("expired_o"),
+        F.sum("outside").alias("outside"), F.max_by(loses.cast("int"), "top_o").alias("end_loses")).collect()]
     outside = sum(r["outside"] for r in sums)
     if outside:
         raise CompactionError(ref.short, f"{outside} record(s) of the run lie outside the offset and version bounds "
@@ -232,103 +302,52 @@ class KeyDecision:
 
 
 def decide_keys(ctx: "RunContext", kmap, sums: list[dict]) -> KeyDecision:
-    """The keep rule per key, with one narrow read of the clean part. Under the offset strategy a
-    run's record always beats the cleaned ones, so the map decides alone. Under a versioned
-    strategy the clean part's record of a run key (one per key: the clean-part invariant) may beat
-    the run's (a late lower version): the clean part's identity and version columns are read once,
-    probed against the map's best records (broadcast), and only the few keys whose cleaned record
-    wins come back to the map, itself joined with them by broadcast: neither side is shuffled."""
+    """The keep rule per key, from the map alone: the run's best, unless the cleaned record the map
+    found beats it (a late lower version loses to its cleaned winner, which stays, or goes if it is
+    a tombstone past its horizon). Under the offset strategy a run's record always beats the
+    cleaned ones."""
     from pyspark.sql import functions as F
 
-    strategy = ctx.fr.strategy
     none = F.lit(None).cast("bigint")
-    if not strategy.versioned:
+    new_tombstones = sum(r["new_tombstones"] for r in sums)
+    if not ctx.fr.strategy.versioned:
         decided = kmap.select("p", "key", "top_o", F.col("winner_o").alias("lc_keep"), none.alias("lc_protect"))
-        return KeyDecision(decided, sum(r["new_tombstones"] for r in sums), 0, {}, {})
-    n_keys = sum(r["keys"] for r in sums)
-    wins = _clean_winners(ctx, kmap, sums)
-    flagged = (kmap.join(join_side(wins.select("p", "key", "clean_o", "clean_expired"), n_keys), ["p", "key"], "left")
-               .join(ctx.log_end_df, "p", "left"))
-    clean_wins = F.col("clean_o").isNotNull()
-    goes_expired = clean_wins & F.coalesce(F.col("clean_expired"), F.lit(False))
-    keep = F.when(goes_expired, none).when(clean_wins, F.col("clean_o")).otherwise(F.col("winner_o"))
-    # Rule 6: a partition's log end stays though it loses (a higher version earlier in the log); it
-    # is then kept and recorded as retained. The run is a prefix, so the log end is a top_o.
-    at_log_end = F.lit(ctx.tc.retain_log_end_record) & (F.col("top_o") == F.col("log_end"))
-    protect = F.when(at_log_end, F.col("top_o"))
-    decided = flagged.select("p", "key", "top_o", keep.alias("lc_keep"), protect.alias("lc_protect"))
-    # The figures need only the few keys whose cleaned record wins (one small job over them, not
-    # over the map) and each partition's log end; the decision stays a lazy join the MERGE evaluates.
-    expired_o = F.when(F.coalesce(F.col("clean_expired"), F.lit(False)), F.col("clean_o"))
-    rows = wins.join(ctx.log_end_df, "p", "left").groupBy("p").agg(
-        F.sum("winner_tomb").alias("lost_tombstones"), F.count(expired_o).alias("expired"),
-        F.max(expired_o).alias("expired_o"), F.max(F.when(at_log_end, F.col("top_o"))).alias("retained")).collect()
-    retained = {r["p"]: r["retained"] for r in rows if r["retained"] is not None}
-    retained.update(_log_ends_lost_in_run(ctx, sums))
-    new_tombstones = sum(r["new_tombstones"] for r in sums) - sum(int(r["lost_tombstones"] or 0) for r in rows)
-    return KeyDecision(decided, new_tombstones, sum(int(r["expired"] or 0) for r in rows),
-                       {r["p"]: r["expired_o"] for r in rows if r["expired_o"] is not None}, retained)
+        return KeyDecision(decided, new_tombstones, 0, {}, {})
+    goes_expired = F.coalesce(F.col("clean_expired"), F.lit(False))
+    keep = F.when(goes_expired, none).when(F.col("clean_o").isNotNull(), F.col("clean_o")).otherwise(F.col("winner_o"))
+    # Rule 6: a partition's log end stays though it loses (a higher version earlier in the log, or
+    # its cleaned record); it is then kept and recorded as retained. The run is a prefix, so the log
+    # end is a top_o.
+    protect = F.when(F.lit(ctx.tc.retain_log_end_record) & (F.col("top_o") == F.col("log_end")), F.col("top_o"))
+    decided = kmap.join(ctx.log_end_df, "p", "left").select("p", "key", "top_o", keep.alias("lc_keep"),
+                                                            protect.alias("lc_protect"))
+    return KeyDecision(decided, new_tombstones, sum(r["expired"] for r in sums),
+                       {r["p"]: r["expired_o"] for r in sums if r["expired_o"] is not None},
+                       _log_ends_lost_in_run(ctx, sums))
 
 
 def _log_ends_lost_in_run(ctx: "RunContext", sums: list[dict]) -> dict:
-    """Rule 6 for keys whose cleaned record does not win: a partition's log end is retained when its
-    key keeps another record of the run (a higher version at a lower offset). Only the key of the
-    run's last offset in a partition can hold the log end, and only where that offset is it."""
+    """Rule 6: a partition's log end is retained when its key keeps another record (a higher
+    version at a lower offset, or its cleaned record). Only the key of the run's last offset in a
+    partition can hold the log end, and only where that offset is it."""
     if not ctx.tc.retain_log_end_record:
         return {}
     return {r["p"]: r["end"] for r in sums if r["end_loses"] and ctx.log_end.get(r["p"]) == r["end"]}
 
 
-def _clean_winners(ctx: "RunContext", kmap, sums: list[dict]):
-    """The keys whose cleaned record beats the run's best: that record's offset ``clean_o`` and
-    whether it is a tombstone past its horizon (held: the figures and the MERGE both read it).
-    Only keys whose best may lose are probed: a cleaned record wins only with a version, and a
-    higher one (its offset is lower), so a best above every clean file's version bound is final."""
-    from pyspark.sql import functions as F
-
-    if not ctx.has_clean:
-        return _no_clean_winners(kmap)
-    probed = kmap.select("p", "key", "best", "winner_tomb", "top_o")
-    version_type, best_version = _best_version_sql(kmap)
-    clean = ctx.clean
-    if best_version:
-        if ctx.version_ceiling is not None:
-            probed = probed.where(f"NOT best.has_ver OR {best_version} <= {ctx.version_ceiling}")
-        floors = _version_floors(sums, ctx.version_ceiling)
-        if not floors:  # no best may lose: nothing to read
-            return _no_clean_winners(kmap)
-        clean = clean.where(_above_floors_sql(floors, version_type))
-    n_keys = sum(r["keys"] for r in sums)
-    fields = [f"k{i}" for i in range(len(ctx.tc.key_columns))]
-    probed = probed.withColumn("h", _key_hash("p", fields))
-    # The rank is built after the join, for the matched records only, not for every clean record
-    # (the probe's job over 19M clean records: 1.44 s against 1.51-1.66 s, medians in both orders).
-    clean = clean.select(_key_hash("p", fields).alias("h"), "p", *[F.col(f"key.{f}").alias(f) for f in fields],
-                         "has_ver", "ver", "o")
-    rank = F.expr(ctx.fr.strategy.winner_rank_sql("c.has_ver", "c.ver", "c.o"))
-    wins = (clean.alias("c").join(join_side(probed, n_keys).alias("k"), _same_key_on(fields))
-            .where(rank > F.col("k.best"))
-            .groupBy("k.p", "k.key", "k.winner_tomb", "k.top_o").agg(F.max(rank).alias("clean_rank"))
-            .select("p", "key", "winner_tomb", "top_o", F.col("clean_rank.o").alias("clean_o")))
-    if ctx.expired_clean is None:
-        return ctx.hold(wins.withColumn("clean_expired", F.lit(None).cast("boolean")))
-    expired = ctx.expired_clean.select("p", F.col("o").alias("clean_o"), F.lit(True).alias("clean_expired"))
-    return ctx.hold(wins.join(expired, ["p", "clean_o"], "left"))
-
-
 def _key_hash(p: str, fields: list[str]):
-    """One 64-bit hash of a record's partition and key, the probe's join key: Spark probes a join on
-    one long far faster than on a struct of strings, which it copies into a row per record (for 19M
-    clean records, 3.7 s against 4.6 s in benchmarks/). The key's fields are compared besides
-    (_same_key_on), so a collision cannot match."""
+    """One 64-bit hash of a record's partition and key, the clean lookup's join key: Spark probes a
+    join on one long far faster than on a struct of strings, which it copies into a row per record
+    (for 19M clean records, 3.7 s against 4.6 s in benchmarks/). The key's fields are compared
+    besides (_same_key_on), so a collision cannot match."""
     from pyspark.sql import functions as F
 
     return F.xxhash64(F.col(p), *[F.col(f"key.{f}") for f in fields])
 
 
 def _same_key_on(fields: list[str]):
-    """The probe's join condition: the hashes equal, then the partition and each key field, as >=
-    and <= (an '=' would become a hash key of its own). A clean record's key has no null field
+    """The clean lookup's join condition: the hashes equal, then the partition and each key field,
+    as >= and <= (an '=' would become a hash key of its own). A clean record's key has no null field
     (a record with one goes to quarantine, rule 7), and nor has a run key's."""
     from pyspark.sql import functions as F
 
@@ -338,52 +357,9 @@ def _same_key_on(fields: list[str]):
     return on
 
 
-def _no_clean_winners(kmap):
-    from pyspark.sql import functions as F
-
-    return kmap.select("p", "key", "winner_tomb", "top_o", F.lit(None).cast("bigint").alias("clean_o"),
-                       F.lit(None).cast("boolean").alias("clean_expired")).limit(0)
-
-
-def _floor_aggregates(kmap) -> list:
-    """For key_map_sums, per partition: the lowest version of the keys' bests (``floor``, as a long)
-    and how many bests have no version (``unversioned``); none where the version has no exact long."""
-    from pyspark.sql import functions as F
-
-    best_version = _best_version_sql(kmap)[1] if "best" in kmap.columns else None
-    if best_version is None:
-        return []
-    return [F.min(F.when(F.col("best.has_ver"), F.expr(best_version))).alias("floor"),
-            F.count(F.when(~F.col("best.has_ver"), 1)).alias("unversioned")]
-
-
-def _best_version_sql(kmap) -> tuple[str, str | None]:
-    """The type of a versioned key map's best versions, and SQL for a best's version as a long
-    (strategies.version_as_long_sql; None where the type has no exact long)."""
-    version_type = kmap.schema["best"].dataType["ver"].dataType.simpleString()
-    return version_type, version_as_long_sql("best.ver", version_type)
-
-
-def _version_floors(sums: list[dict], ceiling: int | None) -> dict:
-    """Per partition whose bests may lose, the lowest version among them (None: some best has no
-    version, so any versioned clean record may beat it); a best above the ceiling cannot lose. A
-    cleaned record beats a best only with a higher version (a tie goes to the best's higher
-    offset), so the probe reads no clean record below its partition's floor: with the filter on the
-    version column, Iceberg skips the clean files and row groups whose bounds lie below it. A CDC
-    table's late records are mostly replays of recent changes, whose rivals sit in the newest files.
-    The floors come with the key map's per-partition sums: no job of their own."""
-    floors = {}
-    for r in sums:
-        if r["unversioned"]:
-            floors[r["p"]] = None
-        elif r["floor"] is not None and (ceiling is None or r["floor"] <= ceiling):
-            floors[r["p"]] = r["floor"]
-    return floors
-
-
 def _above_floors_sql(floors: dict, version_type: str) -> str:
-    """Clean records of a probed partition at or above its floor, on the version column as it is
-    (ver) so that the filter reaches Iceberg."""
+    """Clean records of a partition that may hold a late record, at or above its floor, on the
+    version column as it is (ver) so that the filter reaches Iceberg."""
     bounded = {p: long_as_version_sql(v, version_type) for p, v in floors.items() if v is not None}
     terms = [checkpoint_sql("p", "ver", bounded, ">=")] if bounded else []
     terms += [f"p = {p}" for p, v in floors.items() if v is None]
@@ -401,7 +377,8 @@ def key_map_plan(ctx: "RunContext", kmap=None, sums=None, bad_rows=None, n_bad: 
 
     tc = ctx.tc
     if kmap is None:  # otherwise built from the dirty part, which is the whole run (see engine._run_range)
-        kmap = ctx.hold(key_map(ctx.in_run, ctx.fr.strategy, ctx.rank_bounds))  # feeds the figures and the MERGE
+        rivals = replace(ctx.rivals, late_bound=ctx.n_run) if ctx.rivals else None
+        kmap = ctx.hold(key_map(ctx.in_run, ctx.fr.strategy, ctx.rank_bounds, rivals))  # the figures and the MERGE
         sums = key_map_sums(kmap, ctx.ref, ctx.rank_bounds)
     keys = decide_keys(ctx, kmap, sums)
     source = keys.decided.select("p", "key", F.lit(LONG_MIN).alias("lc_from"), F.col("top_o").alias("lc_through"),

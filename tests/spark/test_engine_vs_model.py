@@ -207,9 +207,9 @@ def test_only_run_keys_whose_best_may_lose_are_looked_up_in_the_clean_part(spark
     from lakecleaner import plans
 
     ceilings, packed = [], []
-    winners, pack = plans._clean_winners, Strategy.packed_rank_sql
-    monkeypatch.setattr(plans, "_clean_winners",
-                        lambda ctx, kmap, n: ceilings.append(ctx.version_ceiling) or winners(ctx, kmap, n))
+    rivals, pack = plans._clean_rivals, Strategy.packed_rank_sql
+    monkeypatch.setattr(plans, "_clean_rivals",
+                        lambda in_run, strategy, r: ceilings.append(r.ceiling) or rivals(in_run, strategy, r))
     monkeypatch.setattr(Strategy, "packed_rank_sql",
                         lambda self, bounds, type_name: packed.append(pack(self, bounds, type_name)) or packed[-1])
     v = VERSION_OF_TYPE[version_type]
@@ -229,7 +229,7 @@ def test_only_run_keys_whose_best_may_lose_are_looked_up_in_the_clean_part(spark
     as_long = version_as_long_sql("v", version_type)
     highest_cleaned = spark.createDataFrame([(v(5),)], f"v {version_type}").selectExpr(as_long).first()[0] \
         if as_long else None
-    assert ceilings[1] == highest_cleaned and (highest_cleaned is None) == (version_type in ("double", "timestamp_ntz"))
+    assert ceilings[0] == highest_cleaned and (highest_cleaned is None) == (version_type in ("double", "timestamp_ntz"))
     # the key map's rank is one bigint where the version has an exact long
     assert (packed and all(packed)) if highest_cleaned is not None else not any(packed), packed
 

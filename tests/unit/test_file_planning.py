@@ -2,8 +2,8 @@
 import pytest
 
 from lakecleaner.config import READ_SPLIT_SETTINGS, ConfigError, read_split, resolve_table
-from lakecleaner.files import (SPLIT_SIZE_MIN, bytes_scanned, clean_version_ceiling, dirty_split_size, may_be_clean,
-                              may_be_dirty)
+from lakecleaner.files import (SPLIT_SIZE_MIN, bytes_scanned, clean_version_ceiling, dirty_records_bound,
+                              dirty_split_size, dirty_version_floors, may_be_clean, may_be_dirty)
 from lakecleaner.strategies import version_as_long_sql
 
 MB = 2**20
@@ -11,9 +11,10 @@ SPLIT_SIZE_DEFAULT = READ_SPLIT_SETTINGS["read.split.target-size"].default
 DEFAULTS = (READ_SPLIT_SETTINGS["read.split.open-file-cost"].default, SPLIT_SIZE_DEFAULT)
 
 
-def _file(p, o_lo, o_hi, size, p_hi=None, v_hi=None):
+def _file(p, o_lo, o_hi, size, p_hi=None, v_hi=None, v_lo=None, v_nulls=0, records=10):
     return {"p_lower_bound": p, "p_upper_bound": p if p_hi is None else p_hi, "o_lower_bound": o_lo,
-            "o_upper_bound": o_hi, "size": size, "v_upper_bound": v_hi}
+            "o_upper_bound": o_hi, "size": size, "v_upper_bound": v_hi, "v_lower_bound": v_lo, "v_nulls": v_nulls,
+            "records": records}
 
 
 def test_a_file_is_dirty_or_clean_by_its_partition_checkpoint():
@@ -91,3 +92,28 @@ def test_versions_of_exact_types_compare_as_longs(type_name):
 @pytest.mark.parametrize("type_name", ["double", "float", "timestamp_ntz", "string"])
 def test_versions_without_an_exact_long_get_none(type_name):
     assert version_as_long_sql("v", type_name) is None
+
+
+def test_each_partitions_version_floor_is_the_lowest_bound_of_its_dirty_files():
+    ckpt = {0: 99, 1: 99, 2: 99}
+    files = [_file(0, 0, 99, MB, v_lo=1, v_hi=50),  # clean: not a floor
+             _file(0, 100, 120, MB, v_lo=40, v_hi=80), _file(0, 121, 130, MB, v_lo=30, v_hi=90),
+             _file(1, 100, 120, MB, v_lo=60, v_hi=70),  # above the ceiling: no record of it can lose
+             _file(2, 100, 120, MB, v_lo=10, v_hi=20, v_nulls=1)]  # a record without a version loses to any
+    assert dirty_version_floors(files, ckpt, False, 55) == {0: 30, 2: None}
+    assert dirty_version_floors(files, ckpt, False, None) == {0: 30, 1: 60, 2: None}  # no ceiling: all may lose
+    assert dirty_version_floors(files[:2], ckpt, False, 55) == {0: 40}
+    assert dirty_version_floors(files[:1], ckpt, False, 55) == {}  # nothing dirty: no look-up at all
+
+
+def test_an_unknown_bound_reads_the_partition_whole_and_a_file_across_partitions_every_one():
+    ckpt = {0: 99}
+    assert dirty_version_floors([_file(0, 100, 120, MB, v_lo=None)], ckpt, False, 55) == {0: None}
+    assert dirty_version_floors([_file(0, 100, 120, MB, v_lo=5, v_nulls=None)], ckpt, False, 55) == {0: None}
+    assert dirty_version_floors([_file(0, 100, 120, MB, p_hi=1, v_lo=5)], ckpt, False, 55) is None
+    assert dirty_version_floors([_file(None, 100, 120, MB, v_lo=5)], {None: 99}, True, 55) == {0: 5}
+
+
+def test_the_dirty_records_bound_counts_the_files_the_dirty_scan_opens():
+    files = [_file(0, 0, 99, MB, records=100), _file(0, 50, 150, MB, records=7), _file(1, 0, 3, MB, records=4)]
+    assert dirty_records_bound(files, {0: 99, 1: 3}, False) == 7
