@@ -127,6 +127,19 @@ def at_positions(p_col, o_col, positions: dict):
     return F.coalesce(at, F.lit(False))
 
 
+def at_log_ends(p_col, o_col, log_end: dict):
+    """(p, o) is its partition's log end, without joining the log ends: the offset is one of them
+    (a hash-set look-up, which few rows pass), then its partition's own (a map look-up, for those
+    few). The key map's MERGE source then needs no job to broadcast the log ends."""
+    from pyspark.sql import functions as F
+
+    if not log_end:
+        return F.lit(False)
+    ends = F.expr("map(" + ", ".join(f"{int(p)}L, {int(o)}L" for p, o in log_end.items()) + ")")
+    return F.coalesce(o_col.isin(sorted({int(o) for o in log_end.values()})) & (F.element_at(ends, p_col) == o_col),
+                      F.lit(False))
+
+
 def join_side(df, rows: int):
     """The small side of a join with the table: broadcast up to BROADCAST_ROWS_MAX rows (the table
     then streams at scan speed), else a sort-merge join, which spills: memory stays bounded."""

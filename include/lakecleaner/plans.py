@@ -18,7 +18,7 @@ from typing import Any
 from .catalog import CompactionError, TableRef
 from .config import TableConfig
 from .files import may_hold_run_offsets
-from .frames import LONG_MIN, Frames, at_positions, join_side, match_columns, merge_delete, temp_view
+from .frames import LONG_MIN, Frames, at_log_ends, at_positions, join_side, match_columns, merge_delete, temp_view
 from .rules import REASON_EXPIRED_TOMBSTONE, REASON_SUPERSEDED
 from .strategies import RankBounds, Strategy, checkpoint_sql, ident, long_as_version_sql, version_as_long_sql
 
@@ -318,9 +318,9 @@ def decide_keys(ctx: "RunContext", kmap, sums: list[dict]) -> KeyDecision:
     # Rule 6: a partition's log end stays though it loses (a higher version earlier in the log, or
     # its cleaned record); it is then kept and recorded as retained. The run is a prefix, so the log
     # end is a top_o.
-    protect = F.when(F.lit(ctx.tc.retain_log_end_record) & (F.col("top_o") == F.col("log_end")), F.col("top_o"))
-    decided = kmap.join(ctx.log_end_df, "p", "left").select("p", "key", "top_o", keep.alias("lc_keep"),
-                                                            protect.alias("lc_protect"))
+    protect = F.when(F.lit(ctx.tc.retain_log_end_record) & at_log_ends(F.col("p"), F.col("top_o"), ctx.log_end),
+                     F.col("top_o"))
+    decided = kmap.select("p", "key", "top_o", keep.alias("lc_keep"), protect.alias("lc_protect"))
     return KeyDecision(decided, new_tombstones, sum(r["expired"] for r in sums),
                        {r["p"]: r["expired_o"] for r in sums if r["expired_o"] is not None},
                        _log_ends_lost_in_run(ctx, sums))
