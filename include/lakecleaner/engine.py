@@ -375,7 +375,7 @@ def _clean_side(spark, start: RunStart, hold: Held, rng: RunRange, bad: BadRecor
     log_end_df = F.broadcast(small_df(spark, log_end or {0: -1}, "log_end"))
     protected = F.lit(tc.retain_log_end_record) & (F.col("o") == F.col("log_end"))
     ctx = RunContext(spark, start.ref, tc, start.fr, start.snapshot, hold, rng.in_run, rng.n_run, ends, clean,
-                     bool(start.ckpt_offsets), expired_clean=part.expired_clean, log_end_df=log_end_df,
+                     expired_clean=part.expired_clean, log_end_df=log_end_df,
                      protected=protected, log_end=log_end, rivals=part.rivals, rank_bounds=start.rank_bounds)
     return ctx, kept_bad, ends
 

@@ -35,7 +35,6 @@ class RunContext:
     n_run: int
     ends: dict  # partition -> the run's last offset there
     clean: Any  # the clean part's narrow columns
-    has_clean: bool  # False before the first checkpoint: nothing to look up
     expired_clean: Any
     log_end_df: Any
     protected: Any
