@@ -170,9 +170,9 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
         phase("dirty_s")
         ctx, kept_bad, ends = _clean_side(spark, start, held, rng, bad, clean)
         # Phase 2. Kafka's own algorithm: a map of the run's keys, and one MERGE that reads the table
-        # once (a versioned strategy first reads the clean part's versions of the run's keys); bad
-        # records to quarantine are matched by the same MERGE. A log end kept by an earlier run
-        # takes the ranked path instead.
+        # once (a versioned map has read the clean part's rivals of its late keys while it was
+        # built); bad records to quarantine are matched by the same MERGE. A log end kept by an
+        # earlier run takes the ranked path instead.
         bad_rows = bad.rows.where(~at_positions(start.fr.p, start.fr.o, kept_bad)) if bad.n else None
         removed_bad = bad.n - len(kept_bad)
         if key_map_run:
