@@ -118,7 +118,8 @@ def small_df(spark, rows: dict, value_name: str):
 
 def at_positions(p_col, o_col, positions: dict):
     """Records at these (partition, offset) positions; false, never null, for a null partition or
-    offset, so that its negation keeps such a record."""
+    offset, so that its negation keeps such a record. An OR of equalities, which Iceberg can prune
+    files by: the filter for scans of a few positions (at_log_ends tests many rows)."""
     from pyspark.sql import functions as F
 
     if not positions:
@@ -128,9 +129,12 @@ def at_positions(p_col, o_col, positions: dict):
 
 
 def at_log_ends(p_col, o_col, log_end: dict):
-    """(p, o) is its partition's log end, without joining the log ends: the offset is one of them
-    (a hash-set look-up, which few rows pass), then its partition's own (a map look-up, for those
-    few). The key map's MERGE source then needs no job to broadcast the log ends."""
+    """at_positions for one position per partition, as a per-row test over many rows (the key map's
+    1M keys): the offset is one of them (a hash-set look-up, which few rows pass), then its
+    partition's own (a map look-up, for those few); false, never null. at_positions' OR of equalities
+    costs a comparison per position per row, but Iceberg can prune files by it, which these look-ups
+    do not allow: it stays the filter for scans. The key map's MERGE source then needs no job to
+    broadcast the log ends."""
     from pyspark.sql import functions as F
 
     if not log_end:
