@@ -10,8 +10,13 @@ ratios compare like with like:
   Each is built as a compacted table is between runs: the first (1 - dirty) of the records, one per
   key, cleaned by a real run (which writes the checkpoint), then the dirty part appended: updates of
   random keys (10% deletes), of which --late are late lower versions (lower than the key's cleaned
-  winner: they must lose; with --late-window below 1, replays of the newest keys' changes, and the
-  clean part landed in --clean-batches appends, as a CDC table is). Timed: the naive rewrite
+  winner: they must lose). --late-shape ``replay`` (the default) is a CDC table's: the late records
+  replay changes of the newest 1% of keys, as a connector restarting from its last committed
+  position sends them, and the clean part landed in 20 appends, as a landing job writes it over
+  time. ``adversarial`` is a stress shape: late versions anywhere below their key's winner and the
+  clean part in one append, so no clean file can be ruled out by its version bounds and a
+  versioned run reads every clean key once more than an offset run does (--late-window and
+  --clean-batches set either part alone). Timed: the naive rewrite
   (``row_number() OVER (PARTITION BY key ORDER BY version DESC, offset DESC) = 1`` written as a new
   table), the versioned strategy, and the offset strategy on the same table (the table property
   switched), for the ratios strategy/naive and strategy/offset.
@@ -26,7 +31,7 @@ At up to --check-max records the engine's result is compared with the reference 
 
 Usage: python benchmarks/bench_cdc.py [--series column,timestamp,values,memory] [--records 20000000]
        [--value-records 5000000] [--memory-keys 10000000] [--dirty 0.05] [--late 0.03] [--repeats 4]
-       [--late-window 1.0] [--clean-batches 1]
+       [--late-shape replay|adversarial] [--late-window W] [--clean-batches N]
 """
 from __future__ import annotations
 
@@ -129,15 +134,18 @@ class Built:
 
 @dataclass(frozen=True)
 class LateShape:
-    """Where the dirty part's late lower versions lie. ``window`` 1.0 (the default): below the
-    cleaned winner of any key, anywhere in the history, so no clean file can be ruled out by its
-    version bounds (adversarial). A smaller window: replays of the changes of the newest ``window``
-    of the keys, as a CDC connector that restarts from its last committed position sends them; with
-    the clean part landed in ``batches`` appends, as a landing job writes it over time."""
+    """Where the dirty part's late lower versions lie. ``window`` 1.0: below the cleaned winner of
+    any key, anywhere in the history, so no clean file can be ruled out by its version bounds
+    (adversarial). A smaller window: replays of the changes of the newest ``window`` of the keys, as
+    a CDC connector that restarts from its last committed position sends them; with the clean part
+    landed in ``batches`` appends, as a landing job writes it over time (LATE_SHAPES["replay"])."""
 
     share: float = 0.03
     window: float = 1.0
     batches: int = 1
+
+
+LATE_SHAPES = {"replay": (0.01, 20), "adversarial": (1.0, 1)}  # (window, batches)
 
 
 def build(spark, cfg: LakecleanerConfig, table: str, shape: Shape, clean: int, dirty: int, late: LateShape,
@@ -356,10 +364,14 @@ def child_compact(table: str, warehouse: str, driver_memory: str) -> int:
 
 
 # ---------------------------------------------------------------- report
-def report(results: dict) -> None:
+def report(results: dict, late: LateShape) -> None:
+    print(f"\nlate records: {late.share:.0%} of the dirty part, window {late.window}, clean part in {late.batches} "
+          f"append(s)")
     print("\n| series | records | dirty | naive s | strategy s | offset s | strategy/naive | strategy/offset | target |")
     print("|---|---|---|---|---|---|---|---|---|")
-    targets = {"column": "column <= 0.25x naive, <= 1.3x offset", "timestamp": "(as column)",
+    replay = (late.window, late.batches) == LATE_SHAPES["replay"]
+    targets = {"column": "column <= 0.25x naive, <= 1.3x offset" if replay else "(targets: replay shape)",
+               "timestamp": "(as column)" if replay else "(targets: replay shape)",
                "values": "offset <= 0.15x naive"}
     for name in ("column", "timestamp", "values"):
         r = results.get(name)
@@ -389,9 +401,13 @@ def main() -> int:
     parser.add_argument("--memory-strategies", default="column,offset")
     parser.add_argument("--dirty", type=float, default=0.05)
     parser.add_argument("--late", type=float, default=0.03, help="share of dirty records with a late lower version")
-    parser.add_argument("--late-window", type=float, default=1.0,
-                        help="late records replay changes of the newest this share of keys (1.0: any key)")
-    parser.add_argument("--clean-batches", type=int, default=1, help="appends the clean part lands in")
+    parser.add_argument("--late-shape", choices=sorted(LATE_SHAPES), default="replay",
+                        help="replay: a CDC table's late records (the targets' shape); adversarial: a stress shape")
+    parser.add_argument("--late-window", type=float, default=None,
+                        help="late records replay changes of the newest this share of keys (1.0: any key); "
+                             "overrides the shape's")
+    parser.add_argument("--clean-batches", type=int, default=None,
+                        help="appends the clean part lands in; overrides the shape's")
     parser.add_argument("--repeats", type=int, default=4,
                         help="timings per job (even: each strategy as often right after the naive rewrite as not); "
                              "the median is reported")
@@ -411,7 +427,10 @@ def main() -> int:
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{cfg.catalog.name}`.`bench`")
     pid = jvm_pid(spark)
     results: dict = {"args": vars(args)}
-    late = LateShape(args.late, args.late_window, args.clean_batches)
+    window, batches = LATE_SHAPES[args.late_shape]
+    late = LateShape(args.late, window if args.late_window is None else args.late_window,
+                     batches if args.clean_batches is None else args.clean_batches)
+    results["late_shape"] = {"name": args.late_shape, "window": late.window, "batches": late.batches}
     for name, shape in (("column", CDC_COLUMN), ("timestamp", KAFKA_TIMESTAMP)):
         if name in series:
             dirty = int(args.records * args.dirty)
@@ -433,7 +452,7 @@ def main() -> int:
                                          args.memory_max_records,
                                          [by_name[s] for s in args.memory_strategies.split(",")])
     spark.stop()
-    report(results)
+    report(results, late)
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"cdc-{int(time.time())}.json"
     path.write_text(json.dumps(results, indent=2))
