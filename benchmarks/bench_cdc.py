@@ -140,9 +140,9 @@ class LateShape:
     a CDC connector that restarts from its last committed position sends them; with the clean part
     landed in ``batches`` appends, as a landing job writes it over time (LATE_SHAPES["replay"])."""
 
-    share: float = 0.03
-    window: float = 1.0
-    batches: int = 1
+    share: float  # of the dirty records (--late)
+    window: float  # LATE_SHAPES holds the named shapes' window and batches, main() the defaults
+    batches: int
 
 
 LATE_SHAPES = {"replay": (0.01, 20), "adversarial": (1.0, 1)}  # (window, batches)
