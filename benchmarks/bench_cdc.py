@@ -42,7 +42,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -369,10 +369,10 @@ def report(results: dict, late: LateShape) -> None:
           f"append(s)")
     print("\n| series | records | dirty | naive s | strategy s | offset s | strategy/naive | strategy/offset | target |")
     print("|---|---|---|---|---|---|---|---|---|")
-    replay = (late.window, late.batches) == LATE_SHAPES["replay"]
-    targets = {"column": "column <= 0.25x naive, <= 1.3x offset" if replay else "(targets: replay shape)",
-               "timestamp": "(as column)" if replay else "(targets: replay shape)",
-               "values": "offset <= 0.15x naive"}
+    replay = (late.window, late.batches) == LATE_SHAPES["replay"]  # the shape the targets are set on
+    targets = {"column": "column <= 0.25x naive, <= 1.3x offset", "timestamp": "(as column)"} if replay else \
+        {"column": "(targets: replay shape)", "timestamp": "(targets: replay shape)"}
+    targets["values"] = "offset <= 0.15x naive"
     for name in ("column", "timestamp", "values"):
         r = results.get(name)
         if not r:
@@ -430,7 +430,7 @@ def main() -> int:
     window, batches = LATE_SHAPES[args.late_shape]
     late = LateShape(args.late, window if args.late_window is None else args.late_window,
                      batches if args.clean_batches is None else args.clean_batches)
-    results["late_shape"] = {"name": args.late_shape, "window": late.window, "batches": late.batches}
+    results["late_shape"] = asdict(late)  # as built: --late-window or --clean-batches may override the named shape
     for name, shape in (("column", CDC_COLUMN), ("timestamp", KAFKA_TIMESTAMP)):
         if name in series:
             dirty = int(args.records * args.dirty)
