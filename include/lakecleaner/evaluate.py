@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping
 
-from .config import CHECKPOINT_PROPERTY, ConfigError, TableConfig, physical_deletion_bound, resolve_table
+from .config import LONG_MAX, CHECKPOINT_PROPERTY, ConfigError, TableConfig, physical_deletion_bound, resolve_table
 from .rules import Checkpoint, CheckpointError, log_ends
 
 MIXED = object()  # a data file holding several Kafka partitions
@@ -32,6 +32,15 @@ class FileStat:
     partition: Any = None  # Kafka partition value; None for an unpartitioned table; MIXED if several
 
 
+@dataclass(frozen=True)
+class RefSnapshot:
+    """A tag or branch other than main, and the commit time of the snapshot it keeps."""
+    name: str
+    kind: str  # "tag" or "branch"
+    snapshot_id: int
+    snapshot_ms: int
+
+
 @dataclass
 class TableMetadata:
     table: str
@@ -39,6 +48,7 @@ class TableMetadata:
     columns: Mapping[str, str]  # name -> Spark simple type
     files: list[FileStat] = field(default_factory=list)
     snapshots: int = 0
+    refs: tuple[RefSnapshot, ...] = ()  # every ref but main
 
 
 @dataclass
@@ -86,6 +96,20 @@ def _dirty_fraction(f: FileStat, ckpt: Checkpoint, partitioned: bool) -> float:
     return (f.offset_upper - through) / (f.offset_upper - f.offset_lower + 1)
 
 
+def _physical_deletion(tc: TableConfig, refs: Iterable[RefSnapshot], now_ms: int) -> str | None:
+    """What bounds physical deletion when the README's bound does not hold: the table's snapshot
+    retention (config.physical_deletion_bound), and each tag or branch keeping a snapshot older than
+    the bound's max.compaction.lag.ms + min.compaction.lag.ms: snapshot expiry never removes what a
+    ref keeps, so records removed (or erased) since that snapshot stay reachable while it exists."""
+    notes = [physical_deletion_bound(tc)]
+    if tc.max_compaction_lag_ms < LONG_MAX:
+        older = now_ms - tc.max_compaction_lag_ms - tc.min_compaction_lag_ms
+        notes += [f"{r.kind} {r.name!r} keeps snapshot {r.snapshot_id} ({(now_ms - r.snapshot_ms) // 1000} s old): "
+                  "records removed since stay reachable while it exists (no bound in time)"
+                  for r in refs if r.snapshot_ms < older]
+    return "; ".join(n for n in notes if n) or None
+
+
 def evaluate_table(meta: TableMetadata, now_ms: int, defaults: Mapping[str, Any] | None = None,
                    uncleanable_reason: str | None = None) -> Evaluation:
     if uncleanable_reason:
@@ -126,7 +150,7 @@ def evaluate_table(meta: TableMetadata, now_ms: int, defaults: Mapping[str, Any]
         max_compaction_delay_ms=max(0, now_ms - earliest_dirty - tc.max_compaction_lag_ms) if earliest_dirty is not None else 0,
         tombstones_due=ckpt.tombstones_due(now_ms, tc.delete_retention_ms),
         min_cleanable_dirty_ratio=tc.min_cleanable_dirty_ratio, max_compaction_lag_ms=tc.max_compaction_lag_ms,
-        physical_deletion=physical_deletion_bound(tc))
+        physical_deletion=_physical_deletion(tc, meta.refs, now_ms))
     reasons = [_reset_reason(reset)] if reset else []
     if other_layout:
         reasons.insert(0, f"checkpoint written while the table was {'un' if partitioned else ''}partitioned "

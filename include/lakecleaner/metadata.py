@@ -23,7 +23,7 @@ from pyiceberg.manifest import (
 from pyiceberg.utils.schema_conversion import AvroSchemaConversion
 
 from .config import LakecleanerConfig, raw_setting
-from .evaluate import MIXED, FileStat, TableMetadata
+from .evaluate import MIXED, FileStat, RefSnapshot, TableMetadata
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +102,14 @@ class MetadataReader:
         return table_metadata(table, tbl, self.cfg.defaults, self.cache, lambda: read_append_times(self.cfg, table))
 
 
+def _refs(tbl) -> tuple[RefSnapshot, ...]:
+    """Every tag and branch but main, with its snapshot's commit time (0 if that snapshot is gone)."""
+    times = {s.snapshot_id: s.timestamp_ms for s in tbl.metadata.snapshots}
+    return tuple(RefSnapshot(name, str(ref.snapshot_ref_type.value).lower(), ref.snapshot_id,
+                             times.get(ref.snapshot_id, 0))
+                 for name, ref in sorted(tbl.metadata.refs.items()) if name != "main")
+
+
 def table_metadata(table: str, tbl, defaults=None, cache: "ManifestStatsCache | None" = None,
                    expired_times: Callable[[], dict[int, int]] | None = None) -> TableMetadata:
     """``expired_times``: commit times of expired snapshots that still add live files (see
@@ -109,7 +117,7 @@ def table_metadata(table: str, tbl, defaults=None, cache: "ManifestStatsCache | 
     props = dict(tbl.properties)
     schema = tbl.schema()
     columns = {f.name: spark_type(f.field_type) for f in schema.fields}
-    meta = TableMetadata(table, props, columns, snapshots=len(tbl.metadata.snapshots))
+    meta = TableMetadata(table, props, columns, snapshots=len(tbl.metadata.snapshots), refs=_refs(tbl))
     snapshot = tbl.current_snapshot()
     if snapshot is None:
         return meta

@@ -165,3 +165,15 @@ def test_each_manifest_is_read_once_across_evaluations(spark, lake_config, monke
     assert evaluate_all(cfg, now_ms=now)[0].as_dict() == later.as_dict() and len(reads) == manifests + 1
     reads.clear()
     assert evaluate_all(cfg, now_ms=now)[0].as_dict() == later.as_dict() and reads == []  # rewritten
+
+
+def test_evaluation_reads_the_tables_tags_from_metadata(spark, lake_config):
+    ns = f"evref{int(time.time() * 1000) % 10**8}"
+    ref = create_compacted_table(spark, lake_config, f"{ns}.tagged", {"max.compaction.lag.ms": "1"})
+    append(spark, ref, _rows(0, 4))
+    spark.sql(f"ALTER TABLE {ref.sql()} CREATE TAG `kept_for_ever`")
+    append(spark, ref, _rows(4, 4))
+    time.sleep(0.01)
+    cfg = LakecleanerConfig(catalog=lake_config.catalog, cleaner=type(lake_config.cleaner)(namespaces=(ns,)))
+    [ev] = evaluate_all(cfg, now_ms=int(time.time() * 1000) + 10)
+    assert "tag 'kept_for_ever' keeps snapshot" in ev.physical_deletion

@@ -150,3 +150,17 @@ def test_a_tables_snapshot_retention_that_outlasts_the_bound_is_said_with_the_bo
     assert "not bounded in time" in kept.physical_deletion
     bad = evaluate_table(meta([f(100, 0, 9, 0)], {"history.expire.min-snapshots-to-keep": "0"}), NOW)
     assert bad.status == "invalid config" and "history.expire.min-snapshots-to-keep" in bad.reason
+
+
+def test_a_tag_or_branch_older_than_the_bound_is_named_in_the_physical_deletion_note():
+    from lakecleaner.evaluate import RefSnapshot
+
+    props = {"max.compaction.lag.ms": "60000", "min.compaction.lag.ms": "1000"}
+    old = RefSnapshot("audit_2026", "tag", 7, NOW - 61_001)
+    young = RefSnapshot("release", "branch", 8, NOW - 60_000)
+    ev = evaluate_table(TableMetadata("t.x", {"cleanup.policy": "compact", **props}, COLUMNS, [f(1, 0, 0, 0)],
+                                      refs=(old, young)), NOW)
+    assert ev.physical_deletion == ("tag 'audit_2026' keeps snapshot 7 (61 s old): records removed since stay "
+                                    "reachable while it exists (no bound in time)")
+    unbounded = evaluate_table(TableMetadata("t.x", {"cleanup.policy": "compact"}, COLUMNS, [], refs=(old,)), NOW)
+    assert unbounded.physical_deletion is None  # no max.compaction.lag.ms: no bound to void
