@@ -110,26 +110,37 @@ def _package_dir() -> Path:
                          description="compute every figure, commit nothing, skip maintenance"),
         "clear_uncleanable": Param([], type="array", items={"type": "string"}, title="Clear uncleanable",
                                    description="tables an operator has fixed: clear their uncleanable mark first"),
-        "forget": Param([], type="array", items={"type": "object"}, title="Forget (erasure on request)",
-                        description='[{"table": "ns.t", "keys": ["tenant=7,id=42"]}]: erased before the tables '
-                                    "are evaluated and cleaned (lakecleaner.forget)"),
+        "forget": Param([], type="array", items={"type": "string"}, title="Forget (erasure request ids)",
+                        description="ids of pending requests in the forget_requests table to carry out (empty: "
+                                    "every pending one). Never keys: write them to the request table "
+                                    "(lakecleaner forget, or SQL)"),
     },
 )
 def lakecleaner():
     @task
     def forget_requests(params=None, **context) -> list[dict]:
-        """The `forget` param as one Spark application (none: the mapped `forget` is skipped). It runs
-        before `evaluate`, so within a run erasures and compactions never overlap."""
-        import json
+        """The pending erasure requests (those named by the `forget` param, else all) as one Spark
+        application; none pending: the mapped `forget` is skipped. Read without Spark and without
+        their keys: XCom, the rendered arguments and the logs carry request ids only. It runs before
+        `evaluate`, so within a run erasures and compactions never overlap; `dry_run` counts what
+        would go."""
+        from lakecleaner.erasure_requests import list_pending
 
-        if not params["forget"]:
-            return []
         cfg = load_config()
+        pending = list_pending(cfg, params["forget"])
+        if not pending:
+            return []
+        log.info("lakecleaner: %d pending erasure request(s): %s", len(pending),
+                 ", ".join(f"{p.request_id} ({p.table}, {p.keys} key(s))" for p in pending))
         start, end = context.get("data_interval_start"), context.get("data_interval_end")
         interval_ms = int((end - start).total_seconds() * 1000) if start and end and end > start else 15 * 60_000
-        return [{"name": "forget", **operator_options(cfg, _package_dir()), "application_args": [
-            "--config", str(Path(cfg.source).resolve()), "--requests", json.dumps(params["forget"]),
-            "--interval-ms", str(interval_ms)]}]
+        run = context["dag_run"]
+        args = ["--config", str(Path(cfg.source).resolve()), "--interval-ms", str(interval_ms),
+                "--dag-run-id", run.run_id]  # now: the wall clock, as an erasure deadline is about real time
+        args += [a for p in pending for a in ("--request-id", p.request_id)]
+        args += ["--triggered-by", run.triggering_user_name] if getattr(run, "triggering_user_name", None) else []
+        args += ["--dry-run"] if params["dry_run"] else []
+        return [{"name": "forget", **operator_options(cfg, _package_dir()), "application_args": args}]
 
     forget = SparkSubmitOperator.partial(task_id="forget", conn_id=SPARK_CONN_ID, pool=POOL,
                                          application=str(jobs_dir() / "forget.py"), map_index_template="{{ task.name }}")

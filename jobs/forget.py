@@ -1,8 +1,9 @@
-"""Spark application: erasure on request (`lakecleaner forget`, the DAG's `forget` param). The logic
-lives in lakecleaner.forget (shipped with --py-files)."""
+"""Spark application: erasure on request (`lakecleaner forget`, the DAG's `forget` task): the pending
+requests of the request table. The logic lives in lakecleaner.erasure_requests and lakecleaner.forget
+(shipped with --py-files)."""
 import sys
 
-from lakecleaner.forget import job_main
+from lakecleaner.erasure_requests import job_main
 
 if __name__ == "__main__":
     sys.exit(job_main())

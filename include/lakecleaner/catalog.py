@@ -28,6 +28,7 @@ class CompactionError(RuntimeError):
 
     def __init__(self, table: str, problem: str):
         self.table = table
+        self.problem = problem
         super().__init__(f"table {table}: {problem}")
 
 

@@ -100,10 +100,30 @@ def cmd_clear_uncleanable(args) -> int:
 
 
 def cmd_forget(args) -> int:
-    """Erasure on request (lakecleaner.forget): one Spark application, one JSON line."""
+    """Erasure on request (lakecleaner.forget): the keys go from a file or stdin (never argv) into the
+    request table, through a private file the application reads; then it carries the request out
+    (unless --enqueue-only). One JSON line: ids, counts and hashes, never a key."""
+    import getpass
+
+    from .erasure_requests import key_rows
+
     cfg = load_config(args.config)
-    extra = [a for k in args.key for a in ("--key", k)] + _common_args(args) + ["--interval-ms", str(args.interval_ms)]
-    code, results, stderr = run_job(cfg, cfg.source, "forget.py", [args.table, *extra])
+    try:
+        with (open(args.keys) if args.keys != "-" else sys.stdin) as f:
+            keys = key_rows(f, "stdin" if args.keys == "-" else args.keys)
+    except (OSError, ValueError) as exc:
+        print(f"lakecleaner: forget {args.table}: {exc}", file=sys.stderr)
+        return 2
+    extra = _common_args(args) + ["--interval-ms", str(args.interval_ms), "--table", args.table,
+                                  "--requested-by", args.requested_by or getpass.getuser()]
+    extra += (["--reason", args.reason] if args.reason else []) + (["--dry-run"] if args.dry_run else [])
+    extra += ["--enqueue-only"] if args.enqueue_only else []
+    with tempfile.TemporaryDirectory(prefix="lakecleaner-forget-") as private:  # 0700
+        path = Path(private) / "keys.jsonl"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.writelines(json.dumps(k) + "\n" for k in keys)
+        code, results, stderr = run_job(cfg, cfg.source, "forget.py", ["--enqueue-file", str(path), *extra])
     if not results:
         results = [{"table": args.table, "status": "failed",
                     "error": f"table {args.table}: the Spark job died without a result (exit {code}): {stderr[-2000:]}"}]
@@ -160,11 +180,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("tables", nargs="+")
     p.set_defaults(func=cmd_clear_uncleanable)
     p = sub.add_parser("forget", help="erase keys on request: their records leave the table and its quarantine, "
-                                      "made physical, audited by the key's hash")
+                                      "made physical, audited by the key's keyed hash")
     p.add_argument("table", metavar="TABLE")
-    p.add_argument("--key", action="append", required=True, metavar="K",
-                   help="one key: col=value[,col=value] (one value per key column), or the bare value of a "
-                        "one-column key (repeatable)")
+    p.add_argument("--keys", required=True, metavar="FILE",
+                   help='the keys as JSON lines, one object per key naming every key column ({"tenant": 7, '
+                        '"id": 42}); - reads stdin. Never on the command line, where every process list shows it')
+    p.add_argument("--reason", help="why (kept in the audit)")
+    p.add_argument("--requested-by", help="who asked (kept in the audit; default: this user)")
+    p.add_argument("--enqueue-only", action="store_true",
+                   help="only write the request to the request table; the DAG's next run carries it out")
+    p.add_argument("--dry-run", action="store_true", help="count what would go; delete nothing")
     p.add_argument("--now-ms", type=int)
     p.add_argument("--interval-ms", type=int, default=15 * 60_000,
                    help="the DAG's schedule interval, for the deadline (default 15 min)")

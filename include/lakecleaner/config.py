@@ -25,7 +25,8 @@ STRATEGIES = ("offset", "timestamp", "header", "column")
 QUALITY_RULES = ("tombstone expiry (delete.retention.ms)", "one record per key",
                  *(f"the winner is right ({s} strategy)" for s in STRATEGIES), "no null keys outside quarantine",
                  "offsets unique per partition", "anomalous versions below threshold",
-                 "freshness (max.compaction.lag.ms)", "tombstone expiry: none removed early (delete.retention.ms)")
+                 "freshness (max.compaction.lag.ms)", "tombstone expiry: none removed early (delete.retention.ms)",
+                 "forgotten keys stay forgotten")
 # A namespace, table or catalog name part (fullmatch: "$" would accept a trailing newline). Names
 # become SQL identifiers and file names under the state root, so nothing else is accepted.
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -435,6 +436,14 @@ class QualityConfig:
     anomalous_share_max: float = 0.05  # header/column strategies: share of records without a valid version
 
 
+@dataclass(frozen=True)
+class ErasureConfig:
+    # The environment variable carrying the deployment's key-hash secret (lakecleaner.keyhash): erased
+    # keys and offending rows are named by HMAC-SHA256 under it. Unset or empty: an unkeyed SHA-256,
+    # which is pseudonymous only (a low-entropy key is recovered by guessing), and results say so.
+    key_hash_secret_env: str = "LAKECLEANER_KEY_HASH_SECRET"
+
+
 # What the DAG alerts on (lakecleaner.notify): a table newly marked uncleanable, a data-quality rule
 # at fail severity that failed, a table still past max.compaction.lag.ms after the run.
 ALERT_KINDS = ("uncleanable", "quality_failed", "compaction_lag")
@@ -487,6 +496,7 @@ class LakecleanerConfig:
     defaults: Mapping[str, Any] = field(default_factory=dict)
     quality: QualityConfig = field(default_factory=QualityConfig)
     notifiers: tuple[NotifierSpec, ...] = ()
+    erasure: ErasureConfig = field(default_factory=ErasureConfig)
     source: str = "<built-in>"
 
     @property
@@ -553,7 +563,7 @@ def load_config(path: str | os.PathLike | None = None) -> LakecleanerConfig:
     raw = yaml.safe_load(path.read_text()) or {}
     if not isinstance(raw, Mapping):
         raise ConfigError(None, "<file>", str(path), "top level must be a mapping")
-    unknown = set(raw) - {"catalog", "spark", "cleaner", "defaults", "quality", "notifiers"}
+    unknown = set(raw) - {"catalog", "spark", "cleaner", "defaults", "quality", "notifiers", "erasure"}
     if unknown:
         raise ConfigError(None, sorted(unknown)[0], "...", f"unknown section in {path}")
     catalog = _section(raw, "catalog", CatalogConfig, str(path))
@@ -597,9 +607,14 @@ def load_config(path: str | os.PathLike | None = None) -> LakecleanerConfig:
     share = quality.anomalous_share_max
     if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
         raise ConfigError(None, "quality.anomalous_share_max", quality.anomalous_share_max, "must be between 0 and 1")
+    erasure = _section(raw, "erasure", ErasureConfig, str(path))
+    if not isinstance(erasure.key_hash_secret_env, str) or not IDENT.fullmatch(erasure.key_hash_secret_env):
+        raise ConfigError(None, "erasure.key_hash_secret_env", erasure.key_hash_secret_env,
+                          "must be an environment variable's name (letters, digits and _)")
     return LakecleanerConfig(
         catalog=catalog,
         quality=quality,
+        erasure=erasure,
         spark=_section(raw, "spark", SparkConfig, str(path)),
         cleaner=cleaner,
         defaults=defaults,

@@ -46,7 +46,7 @@ from .rules import (
     NO_PARTITION, Checkpoint, CheckpointError, allot_budget, bad_records_at_log_end, log_ends, run_ends,
 )
 from .plans import CleanRivals, Plan, RunContext, bad_figures, key_map, key_map_sums
-from .strategies import RankBounds
+from .strategies import RankBounds, sql_string
 
 log = logging.getLogger(__name__)
 
@@ -508,6 +508,28 @@ def quarantine_table(cfg: LakecleanerConfig, ref: TableRef) -> TableRef:
     return TableRef(ref.catalog, ref.namespace, ref.name + cfg.cleaner.quarantine_suffix)
 
 
+QUARANTINE_OF = "lakecleaner.quarantine-of"  # set on a quarantine table at creation: whose it is
+QUARANTINE_COLUMNS = ("quarantine_reason", "quarantine_run_id", "quarantined_at")
+
+
+def check_quarantine(spark, qref: TableRef, source: TableRef) -> bool:
+    """Whether the source table's quarantine exists. A table of that name that the cleaner did not
+    create for this source (no or another QUARANTINE_OF) is refused: the cleaner would merge its
+    schema and expire its snapshots. One an earlier version created (unmarked, with the cleaner's
+    columns) is marked and adopted."""
+    if not spark.catalog.tableExists(qref.sql().replace("`", "")):
+        return False
+    mark = iceberg_table(spark, qref).properties().get(QUARANTINE_OF)
+    if mark == source.short:
+        return True
+    if mark is None and set(QUARANTINE_COLUMNS) <= set(spark.table(qref.sql()).columns):
+        spark.sql(f"ALTER TABLE {qref.sql()} SET TBLPROPERTIES ({sql_string(QUARANTINE_OF)} = {sql_string(source.short)})")
+        return True
+    raise CompactionError(source.short, f"{qref.short} exists but is not the cleaner's quarantine of this table "
+                                        f"({QUARANTINE_OF} is {'unset' if mark is None else 'another table'}); "
+                                        "rename that table or set cleaner.quarantine_suffix")
+
+
 def _quarantine(spark, cfg: LakecleanerConfig, ref: TableRef, bad_rows, run_id: str, now_ms: int) -> None:
     """Copy bad records to <table>__quarantine first; the MERGE removes them from the source after.
     A crash in between leaves a duplicate in quarantine, never a loss. The quarantine follows the
@@ -518,9 +540,9 @@ def _quarantine(spark, cfg: LakecleanerConfig, ref: TableRef, bad_rows, run_id: 
     qref = quarantine_table(cfg, ref)
     rows = bad_rows.withColumn("quarantine_run_id", F.lit(run_id)).withColumn(
         "quarantined_at", F.lit(now_ms).cast("bigint"))
-    created = create_unless_exists(
+    created = not check_quarantine(spark, qref, ref) and create_unless_exists(
         lambda: rows.limit(0).writeTo(qref.sql()).using("iceberg").tableProperty("format-version", "2")
-        .tableProperty(ACCEPT_ANY_SCHEMA, "true").create())
+        .tableProperty(ACCEPT_ANY_SCHEMA, "true").tableProperty(QUARANTINE_OF, ref.short).create())
     if not created and iceberg_table(spark, qref).properties().get(ACCEPT_ANY_SCHEMA) != "true":  # an older one
         spark.sql(f"ALTER TABLE {qref.sql()} SET TBLPROPERTIES ('{ACCEPT_ANY_SCHEMA}' = 'true')")
     rows.writeTo(qref.sql()).option("merge-schema", "true").option("check-ordering", "false").append()

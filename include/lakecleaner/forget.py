@@ -1,6 +1,7 @@
-"""Erasure on request (`lakecleaner forget TABLE --key K`): remove every record of some keys from a
-compacted table and its quarantine table, make the removal physical through the cleaner's own
-maintenance, and keep an audit record that names the key only by its hash.
+"""Erasure on request: remove every record of some keys from a compacted table and its quarantine
+table, make the removal physical through the cleaner's own maintenance, judge from the files
+themselves whether it is, and keep an audit record that names each key only by its keyed hash
+(lakecleaner.keyhash). Requests arrive through the request table (lakecleaner.erasure_requests).
 
 - **What goes.** The records of the keys in the snapshot the request reads ("older than the
   request"), deleted by identity (partition, offset, key; null-safe, so a keyed record with a null
@@ -8,20 +9,24 @@ maintenance, and keep an audit record that names the key only by its hash.
   data and stays. The audit keeps each partition's highest offset at the request, which is how the
   quality suite tells an old record that came back (a failure) from new data.
 - **Serialized with compactions.** The deletes are a non-append commit, so a compaction that read
-  the table before them stops at its pre-commit check (catalog.check_no_concurrent_cleaner:
-  "table changed by a concurrent delete; nothing committed") and can never write back what the
-  request removed; a compaction that committed first makes our MERGE's own validation fail, and
-  the request is retried on the new snapshot. Within a DAG run the `forget` task runs before
-  `evaluate`, and `max_active_runs=1`.
-- **Physical.** maintain_table with a forced rewrite: clean files carrying deletes are rewritten and
-  older snapshots expired, so a key in the cleaned part is gone at once (M = 0). Files above the
-  checkpoint are not rewritten (that would re-date their dirty records): the README's bound
-  (config.physical_deletion_deadline) is the deadline then.
+  the table before them stops at its pre-commit check (catalog.check_no_concurrent_cleaner) and can
+  never write back what the request removed; a compaction that committed first makes our MERGE's
+  own validation fail, and the request is retried on the new snapshot.
+- **Audited as it happens.** The audit row is written as soon as the delete commits (status
+  ``deleted``) and completed after maintenance (``forgotten``); a request that fails in between is
+  resumed from its audit row, without deleting again.
+- **Physical, judged on disk.** maintain_table with a forced rewrite, whether or not the key still
+  had a live row; then every data file any snapshot or ref reaches whose column bounds may hold a
+  key is read with deletes ignored. Only when none holds a record of the key at or below the
+  request's offsets is the erasure physical; else the deadline is the README's bound
+  (config.physical_deletion_deadline), or none when a tag or branch keeps such a file.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
+import re
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -30,9 +35,10 @@ from typing import Any, Iterable, Mapping
 from . import catalog
 from .catalog import CompactionError, TableRef, conflict_error, create_unless_exists, iceberg_table, load_table_config
 from .config import LakecleanerConfig, TableConfig, physical_deletion_bound, physical_deletion_deadline
-from .engine import quarantine_table
+from .engine import check_quarantine, quarantine_table
+from .keyhash import UNKEYED, KeyHasher, hash_sql, key_hasher, pads_join, register_pads
 from .maintenance import maintain_table
-from .strategies import Strategy, ident, key_hash_sql
+from .strategies import Strategy, ident, key_message_sql, sql_string
 
 log = logging.getLogger(__name__)
 
@@ -40,20 +46,40 @@ AUDIT_TABLE = "forget_audit"
 AUDIT_SCHEMA = (
     "request_id string, table_name string, requested_at timestamp, requested_ms bigint, key_hash string, "
     "removed_records bigint, removed_quarantined bigint, request_offsets map<bigint,bigint>, "
-    "committed_snapshot_id bigint, physically_removed boolean, deadline_ms bigint, deadline_note string"
+    "committed_snapshot_id bigint, physically_removed boolean, deadline_ms bigint, deadline_note string, "
+    "status string, hash_scheme string, requested_by string, reason string, dag_run_id string, "
+    "triggered_by string, completed_at timestamp"
 )
+DELETED, FORGOTTEN = "deleted", "forgotten"  # an audit row's status: the delete committed; all done
 COMMIT_ATTEMPTS = 3
 REWRITE_REASON = "erasure on request (lakecleaner forget)"
+DEFAULT_INTERVAL_MS = 15 * 60_000
 
 
 class ForgetError(CompactionError):
-    """A request that cannot be carried out; nothing was deleted unless the message says so."""
+    """A request that cannot be carried out; nothing was deleted unless the message says so.
+    ``rejected``: the request itself is wrong (a bad key, a refused table), so retrying cannot help."""
+
+    def __init__(self, table: str, problem: str, rejected: bool = False):
+        super().__init__(table, problem)
+        self.rejected = rejected
 
 
 @dataclass(frozen=True)
 class ForgetRequest:
     table: str
-    keys: tuple  # each a spec "col=value[,col=value]" (a bare value for a one-column key) or a mapping
+    keys: tuple  # each a mapping {key column: value}: the one syntax for a key (JSON objects)
+    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    requested_by: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """Who and what carried a request out, for the audit: the DAG run (or none, from the CLI) and
+    the user who triggered it."""
+    dag_run_id: str | None = None
+    triggered_by: str | None = None
 
 
 @dataclass
@@ -65,65 +91,63 @@ class ForgetResult:
     removed_records: int
     removed_quarantined: int
     request_offsets: dict  # engine partition (0: unpartitioned) -> highest offset at the request
-    physically_removed: bool  # no file any snapshot reaches holds a removed record any more
+    physically_removed: bool  # no file any snapshot or ref reaches holds a removed record any more
     deadline_ms: int | None  # by when that holds (the request itself when already true); None: no bound
     deadline_note: str
+    hash_scheme: str = UNKEYED
     key_hashes: list = field(default_factory=list)
     maintenance: dict = field(default_factory=dict)
+    status: str = FORGOTTEN  # or "dry run": what would go, nothing changed
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "status": "forgotten"}
+        return asdict(self)
 
 
 def audit_table(cfg: LakecleanerConfig) -> str:
     return f"{ident(cfg.catalog.name)}.{ident(cfg.cleaner.meta_namespace)}.{ident(AUDIT_TABLE)}"
 
 
-def audit_relation(cfg: LakecleanerConfig, table: str) -> str:
-    """SQL relation of a table's erasure requests, as the quality suite's rule joins them:
-    (lc_forgotten_hash, lc_forgotten_offsets)."""
-    from .strategies import sql_string
-
+def audit_relation(cfg: LakecleanerConfig, table: str, scheme: str) -> str:
+    """SQL relation of a table's erasure requests hashed under ``scheme``, as the quality suite's
+    rule joins them: (lc_forgotten_hash, lc_forgotten_offsets). Rows audited before schemes were
+    recorded are unkeyed SHA-256."""
     return (f"(SELECT key_hash AS lc_forgotten_hash, request_offsets AS lc_forgotten_offsets "
-            f"FROM {audit_table(cfg)} WHERE table_name = {sql_string(table)})")
+            f"FROM {audit_table(cfg)} WHERE table_name = {sql_string(table)} "
+            f"AND coalesce(hash_scheme, {sql_string(UNKEYED)}) = {sql_string(scheme)})")
 
 
-# ---------------------------------------------------------------- key specs
+def audit_schemes(spark, cfg: LakecleanerConfig, table: str) -> list[str]:
+    """The hash schemes the table's audit rows were written under ([] when nothing was forgotten)."""
+    if not spark.catalog.tableExists(audit_table(cfg).replace("`", "")):
+        return []
+    ensure_audit_table(spark, cfg)
+    return sorted(r[0] for r in spark.sql(
+        f"SELECT DISTINCT coalesce(hash_scheme, {sql_string(UNKEYED)}) FROM {audit_table(cfg)} "
+        f"WHERE table_name = {sql_string(table)}").collect())
+
+
+# ---------------------------------------------------------------- keys
 def parse_key(table: str, spec: Any, key_columns: tuple[str, ...]) -> dict[str, str]:
-    """One key spec as {key column: raw value}. Errors name the table and the columns, never a value
-    (an erasure request should not copy the key into logs)."""
-    if isinstance(spec, Mapping):
-        pairs = [(str(k), v) for k, v in spec.items()]
-    elif not isinstance(spec, str):
-        raise ForgetError(table, f"a key must be 'column=value[,column=value]' or an object, got {type(spec).__name__}")
-    elif len(key_columns) == 1:  # the whole text is the value: it may hold commas and '='
-        col = key_columns[0]
-        pairs = [(col, spec[len(col) + 1:] if spec.startswith(f"{col}=") else spec)]
-    else:
-        pairs = []
-        for part in spec.split(","):
-            name, eq, value = part.partition("=")
-            if not eq:
-                raise ForgetError(table, f"key spec part {len(pairs) + 1} is not column=value; the key is "
-                                         f"({', '.join(key_columns)})")
-            pairs.append((name.strip(), value))
-    names = [n for n, _ in pairs]
+    """One key, a mapping {key column: value}, as {key column: raw text}. Errors name the table and
+    the columns, never a value (an erasure request must not copy the key into logs)."""
+    if not isinstance(spec, Mapping):
+        raise ForgetError(table, f"a key must be an object {{column: value}} naming every key column "
+                                 f"({', '.join(key_columns)}), got {type(spec).__name__}", rejected=True)
+    names = [str(k) for k in spec]
     problems = []
-    if len(set(names)) != len(names):
-        problems.append("a key column is given twice")
     unknown = sorted(set(names) - set(key_columns))
     if unknown:
         problems.append(f"unknown key column(s) {', '.join(unknown)}")
     missing = [c for c in key_columns if c not in names]
     if missing:
         problems.append(f"missing key column(s) {', '.join(missing)}")
-    if any(v is None for _, v in pairs):
+    if any(v is None for v in spec.values()):
         problems.append("a key value is null (a keyless record has no key to forget)")
+    if any(isinstance(v, (Mapping, list)) for v in spec.values()):
+        problems.append("a key value is an object or a list")
     if problems:
-        raise ForgetError(table, f"bad key: {'; '.join(problems)}; the key is ({', '.join(key_columns)})")
-    values = dict(pairs)
-    return {c: v if isinstance(v, str) else str(v).lower() if isinstance(v, bool) else str(v) for c, v in
-            ((c, values[c]) for c in key_columns)}
+        raise ForgetError(table, f"bad key: {'; '.join(problems)}; the key is ({', '.join(key_columns)})", rejected=True)
+    return {c: as_text(spec[c]) for c in key_columns}
 
 
 def typed_keys(spark, ref: TableRef, tc: TableConfig, specs: Iterable[Any]):
@@ -135,7 +159,7 @@ def typed_keys(spark, ref: TableRef, tc: TableConfig, specs: Iterable[Any]):
     table = ref.short
     raw = [parse_key(table, s, tc.key_columns) for s in specs]
     if not raw:
-        raise ForgetError(table, "no key given")
+        raise ForgetError(table, "no key given", rejected=True)
     types = {f.name: f.dataType for f in spark.table(ref.sql()).schema.fields}
     strings = spark.createDataFrame([tuple(r[c] for c in tc.key_columns) for r in raw],
                                     StructType([StructField(c, StringType()) for c in tc.key_columns]))
@@ -146,81 +170,162 @@ def typed_keys(spark, ref: TableRef, tc: TableConfig, specs: Iterable[Any]):
         bad = [c for c in tc.key_columns if row[c] is None]
         if bad:
             raise ForgetError(table, f"key {i + 1} of {len(rows)}: the value for {', '.join(bad)} does not convert "
-                                     f"to {', '.join(types[c].simpleString() for c in bad)}; nothing deleted")
+                                     f"to {', '.join(types[c].simpleString() for c in bad)}; nothing deleted",
+                              rejected=True)
     schema = StructType([StructField(c, types[c]) for c in tc.key_columns])
     return spark.createDataFrame([tuple(r) for r in rows], schema).distinct()
 
 
-# ---------------------------------------------------------------- the request
-def forget(spark, cfg: LakecleanerConfig, request: ForgetRequest, now_ms: int | None = None,
-           interval_ms: int = 15 * 60_000) -> ForgetResult:
-    """Carry out one request: delete, make physical, audit. See the module docstring."""
-    from pyspark.sql import functions as F
+def as_text(value: Any) -> str:
+    """A key value as text, as the request table keeps it (Spark's try_cast converts it to the
+    column's type)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
-    ref = TableRef.parse(request.table, cfg.catalog.name)
+
+def scrub(text: str, request: ForgetRequest) -> str:
+    """An error's text with every key value of the request, as a whole word, replaced: a Spark error
+    may quote one (the cleaner's own errors never do, and are not scrubbed)."""
+    values = sorted({as_text(v) for key in request.keys for v in key.values() if as_text(v)}, key=len, reverse=True)
+    for value in values:
+        text = re.sub(rf"(?<!\w){re.escape(value)}(?!\w)", "<key>", text)
+    return text
+
+
+# ---------------------------------------------------------------- the request
+@dataclass(frozen=True)
+class _Prepared:
+    """A validated request: its table, config and typed keys with their hashes (cached)."""
+    ref: TableRef
+    tc: TableConfig
+    keys: Any  # DataFrame: the key columns, lc_key_hash
+    hashes: list[str]
+    hasher: KeyHasher
+
+
+def forget(spark, cfg: LakecleanerConfig, request: ForgetRequest, now_ms: int | None = None,
+           interval_ms: int = DEFAULT_INTERVAL_MS, by: Attribution = Attribution(),
+           dry_run: bool = False) -> ForgetResult:
+    """Carry out one request: delete, audit, make physical, judge, complete the audit. See the
+    module docstring. ``dry_run``: count what would go and change nothing."""
     now_ms = int(now_ms if now_ms is not None else time.time() * 1000)
+    job = _prepare(spark, cfg, request)
+    try:
+        if dry_run:
+            return _dry_run(spark, cfg, request, job, now_ms)
+        return _carry_out(spark, cfg, request, job, now_ms, interval_ms, by)
+    finally:
+        job.keys.unpersist()
+
+
+def _prepare(spark, cfg: LakecleanerConfig, request: ForgetRequest) -> _Prepared:
+    ref = TableRef.parse(request.table, cfg.catalog.name)
     tc, props = load_table_config(spark, cfg, ref)
     if problem := catalog.layout_problem(props):
-        raise ForgetError(ref.short, f"{problem}; nothing deleted")
-    keys = typed_keys(spark, ref, tc, request.keys).withColumn("lc_key_hash", F.expr(key_hash_sql(tc)))
-    catalog.set_layout_defaults(spark, ref, props)  # once the request is valid
-    keys.cache()
-    request_id = uuid.uuid4().hex
-    removed, offsets, files, snapshot_id = _forget_in_table(spark, ref, tc, keys)
-    quarantined, q_files = _forget_in_quarantine(spark, cfg, ref, tc, keys)
-    maintenance = maintain_table(spark, cfg, ref.short, now_ms, rewrite_reason=REWRITE_REASON) if files else {}
-    gone = not _still_reachable(spark, ref, files) and not _still_reachable(spark, quarantine_table(cfg, ref), q_files)
-    deadline, note = _deadline(tc, now_ms, interval_ms, gone)
+        raise ForgetError(ref.short, f"{problem}; nothing deleted", rejected=True)
+    try:
+        check_quarantine(spark, quarantine_table(cfg, ref), ref)
+    except CompactionError as exc:
+        raise ForgetError(ref.short, f"{exc.problem}; nothing deleted", rejected=True) from None
+    hasher = key_hasher(cfg)
+    register_pads(spark, hasher)
+    view = f"lc_forget_keys_{uuid.uuid4().hex}"
+    typed_keys(spark, ref, tc, request.keys).createOrReplaceTempView(view)
+    try:
+        keys = spark.sql(f"SELECT {', '.join(ident(c) for c in tc.key_columns)}, "
+                         f"{hash_sql(hasher, key_message_sql(tc))} AS lc_key_hash FROM {view}{pads_join(hasher)}").cache()
+        keys.count()
+    finally:
+        spark.catalog.dropTempView(view)
     hashes = sorted(r["lc_key_hash"] for r in keys.select("lc_key_hash").collect())
-    result = ForgetResult(ref.short, request_id, now_ms, len(hashes), sum(removed.values()),
-                          sum(quarantined.values()), offsets, gone, deadline, note, hashes, maintenance)
-    _audit(spark, cfg, result, removed, quarantined, snapshot_id)
-    keys.unpersist()
+    return _Prepared(ref, tc, keys, hashes, hasher)
+
+
+def _carry_out(spark, cfg, request: ForgetRequest, job: _Prepared, now_ms: int, interval_ms: int,
+               by: Attribution) -> ForgetResult:
+    ref, tc = job.ref, job.tc
+    resumed = _audited_delete(spark, cfg, request.request_id)
+    if resumed is None:
+        catalog.set_layout_defaults(spark, ref, _props(spark, ref))  # once the request is valid
+        removed, offsets, snapshot_id = _forget_in_table(spark, ref, tc, job.keys)
+        result = ForgetResult(ref.short, request.request_id, now_ms, len(job.hashes), sum(removed.values()), 0,
+                              offsets, False, None, "", job.hasher.scheme, job.hashes)
+        _audit_deleted(spark, cfg, request, result, removed, snapshot_id, by)
+    else:
+        result = resumed
+    try:
+        quarantined = _forget_in_quarantine(spark, cfg, ref, tc, job.keys)
+        if quarantined:
+            _audit_quarantined(spark, cfg, result.request_id, quarantined)
+            result.removed_quarantined += sum(quarantined.values())
+        result.maintenance = maintain_table(spark, cfg, ref.short, now_ms, rewrite_reason=REWRITE_REASON)
+        holding = _files_still_holding(spark, ref, tc, job.keys, result.request_offsets)
+        holding |= _files_still_holding(spark, quarantine_table(cfg, ref), tc, job.keys, None)
+        result.physically_removed = not holding
+        result.deadline_ms, result.deadline_note = _deadline(spark, ref, tc, now_ms, interval_ms, holding)
+        _audit_complete(spark, cfg, result)
+    except Exception as exc:
+        raise ForgetError(ref.short, f"the delete committed (request {request.request_id}, "
+                                     f"{result.removed_records} record(s) removed from the table), but the request "
+                                     f"failed after it: {scrub(catalog.first_line(exc), request)}; the audit says "
+                                     "'deleted' and the "
+                                     "next attempt resumes from there") from exc
     return result
 
 
-def _forget_in_table(spark, ref: TableRef, tc: TableConfig, keys) -> tuple[dict, dict, set, int | None]:
+def _props(spark, ref: TableRef) -> dict[str, str]:
+    return {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {ref.sql()}").collect()}
+
+
+def _dry_run(spark, cfg, request: ForgetRequest, job: _Prepared, now_ms: int) -> ForgetResult:
+    """What the request would remove from the table and its quarantine, nothing changed."""
+    ref, tc = job.ref, job.tc
+    in_table = spark.table(ref.sql()).join(job.keys, list(tc.key_columns), "left_semi").count()
+    qref = quarantine_table(cfg, ref)
+    in_quarantine = (spark.table(qref.sql()).join(job.keys, list(tc.key_columns), "left_semi").count()
+                     if spark.catalog.tableExists(qref.sql().replace("`", "")) else 0)
+    return ForgetResult(ref.short, request.request_id, now_ms, len(job.hashes), in_table, in_quarantine, {}, False,
+                        None, "dry run: nothing deleted", job.hasher.scheme, job.hashes, status="dry run")
+
+
+def _forget_in_table(spark, ref: TableRef, tc: TableConfig, keys) -> tuple[dict, dict, int | None]:
     """Delete the keys' records of one snapshot by identity; retried on a concurrent cleaner's commit.
-    Returns (records per key hash, highest offset per partition at the request, the data files that
-    held them, our commit's snapshot)."""
+    Returns (records per key hash, highest offset per partition at the request, our commit's snapshot)."""
     from pyspark.sql import functions as F
+
+    from .frames import merge_delete
 
     last = None
     for _ in range(COMMIT_ATTEMPTS):
         snapshot = catalog.current_snapshot(spark, ref)
         if snapshot is None:
-            return {}, {}, set(), None
+            return {}, {}, None
         base = spark.read.option("snapshot-id", snapshot).table(ref.sql())
         st = Strategy(tc)
         offsets = {int(r["p"]): int(r["o"]) for r in base.groupBy(F.expr(st.partition_sql).alias("p"))
                    .agg(F.max(F.expr(st.offset_sql)).alias("o")).collect() if r["p"] is not None and r["o"] is not None}
         ident_cols = [c for c in (tc.partition_column, tc.offset_column) if c] + list(tc.key_columns)
-        doomed = base.select("*", F.col("_file")).join(F.broadcast(keys), list(tc.key_columns))
+        doomed = base.join(F.broadcast(keys), list(tc.key_columns))
         counts = {r["lc_key_hash"]: r["n"] for r in doomed.groupBy("lc_key_hash").agg(F.count("*").alias("n")).collect()}
         if not counts:
-            return {}, offsets, set(), None
-        files = {r["_file"] for r in doomed.select("_file").distinct().collect()}
-        view = f"lc_forget_{uuid.uuid4().hex}"
-        doomed.select(*ident_cols).distinct().createOrReplaceTempView(view)
-        on = " AND ".join(f"t.{ident(c)} <=> s.{ident(c)}" for c in ident_cols)
+            return {}, offsets, None
         try:
-            spark.sql(f"MERGE INTO {ref.sql()} t USING {view} s ON {on} WHEN MATCHED THEN DELETE")
+            on = " AND ".join(f"t.{ident(c)} <=> s.{ident(c)}" for c in ident_cols)  # null-safe: by identity
+            merge_delete(spark, ref, doomed.select(*ident_cols).distinct(), f"forget_{uuid.uuid4().hex}", on, "s")
         except Exception as exc:  # noqa: BLE001 - a cleaner committed first: read again, delete again
             last = conflict_error(ref, exc)
             if last is None:
                 raise
             log.warning("lakecleaner: forget on %s: %s; retrying", ref.short, last)
             continue
-        finally:
-            spark.catalog.dropTempView(view)
         ours = catalog.committed_snapshot(spark, ref, snapshot)
-        return counts, offsets, files, ours and ours["snapshot_id"]
+        return counts, offsets, ours and ours["snapshot_id"]
     raise ForgetError(ref.short, f"gave up after {COMMIT_ATTEMPTS} concurrent commits: {last}; nothing deleted")
 
 
-def _forget_in_quarantine(spark, cfg: LakecleanerConfig, ref: TableRef, tc: TableConfig, keys) -> tuple[dict, set]:
+def _forget_in_quarantine(spark, cfg: LakecleanerConfig, ref: TableRef, tc: TableConfig, keys) -> dict:
     """Delete the keys' records from <table>__quarantine (records with a full key but a null offset
-    or partition land there) and expire its older snapshots: the quarantine is the cleaner's own.
+    or partition land there) and expire its older snapshots: the quarantine is the cleaner's own,
+    and a table of that name the cleaner did not create is refused (engine.check_quarantine).
 
     A compaction quarantining concurrently copies the bad records of the snapshot it read. Keyless
     records (the usual bad record) cannot match a key. A keyed record with a null offset/partition
@@ -230,18 +335,17 @@ def _forget_in_quarantine(spark, cfg: LakecleanerConfig, ref: TableRef, tc: Tabl
     from pyspark.sql import functions as F
 
     qref = quarantine_table(cfg, ref)
-    if not spark.catalog.tableExists(qref.sql().replace("`", "")):
-        return {}, set()
+    if not check_quarantine(spark, qref, ref):
+        return {}
     qtable = iceberg_table(spark, qref)
     current = qtable.currentSnapshot()
     if current is None:
-        return {}, set()
+        return {}
     base = spark.read.option("snapshot-id", current.snapshotId()).table(qref.sql())
-    doomed = base.select("*", F.col("_file")).join(F.broadcast(keys), list(tc.key_columns))
+    doomed = base.join(F.broadcast(keys), list(tc.key_columns))
     counts = {r["lc_key_hash"]: r["n"] for r in doomed.groupBy("lc_key_hash").agg(F.count("*").alias("n")).collect()}
     if not counts:
-        return {}, set()
-    files = {r["_file"] for r in doomed.select("_file").distinct().collect()}
+        return {}
     view = f"lc_forget_{uuid.uuid4().hex}"
     keys.select(*tc.key_columns).createOrReplaceTempView(view)
     cols = ", ".join(ident(c) for c in tc.key_columns)
@@ -249,113 +353,201 @@ def _forget_in_quarantine(spark, cfg: LakecleanerConfig, ref: TableRef, tc: Tabl
         spark.sql(f"DELETE FROM {qref.sql()} WHERE ({cols}) IN (SELECT {cols} FROM {view})")
     finally:
         spark.catalog.dropTempView(view)
-    # Position deletes (a quarantine set to merge-on-read) leave the rows in their files: rewrite them.
-    spark.sql(f"CALL {ident(qref.catalog)}.system.rewrite_data_files(table => '{qref.short}', "
+    rewrite_and_expire(spark, qref)
+    return counts
+
+
+def rewrite_and_expire(spark, ref: TableRef) -> None:
+    """Rewrite every file carrying deletes and expire every older snapshot: what a table the
+    cleaner owns outright (a quarantine, the request table) needs for a removed row to leave disk."""
+    spark.sql(f"CALL {ident(ref.catalog)}.system.rewrite_data_files(table => {sql_string(ref.short)}, "
               "options => map('delete-file-threshold', '1', 'remove-dangling-deletes', 'true'))").collect()
-    qtable = iceberg_table(spark, qref)
-    newest = qtable.currentSnapshot()
-    qtable.expireSnapshots().expireOlderThan(newest.timestampMillis()).retainLast(1).commit()
-    return counts, files
+    table = iceberg_table(spark, ref)
+    newest = table.currentSnapshot()
+    if newest is not None:
+        table.expireSnapshots().expireOlderThan(newest.timestampMillis()).retainLast(1).commit()
 
 
-def _still_reachable(spark, ref: TableRef, files: set) -> bool:
-    """Whether any snapshot still reaches one of the files that held the removed records (their
-    rows are then readable by time travel or from the file itself)."""
-    if not files:
-        return False
-    reachable = {r["file_path"] for r in spark.sql(f"SELECT DISTINCT file_path FROM {ref.meta('all_data_files')}")
-                 .collect()}
-    return bool(reachable & files)
+# ---------------------------------------------------------------- on disk
+def _files_still_holding(spark, ref: TableRef, tc: TableConfig, keys, offsets: dict | None) -> set[str]:
+    """The data files any snapshot or ref of the table reaches that still hold a record of the keys
+    (at or below its partition's offset at the request, when ``offsets`` is given), read from the
+    files themselves with deletes ignored: a position delete masks a record, it does not remove it.
+    Candidates are the files whose key-column bounds admit a key (Iceberg's metrics); their key,
+    partition and offset columns are read by field id, so a renamed column still matches. A file
+    that is not Parquet cannot be read so and counts as holding."""
+    from pyspark.sql import functions as F
+
+    if not spark.catalog.tableExists(ref.sql().replace("`", "")):
+        return set()
+    candidates = _candidate_files(spark, ref, tc, keys)
+    if not candidates:
+        return set()
+    unreadable = {path for path, fmt in candidates.items() if fmt.upper() != "PARQUET"}
+    parquet = sorted(set(candidates) - unreadable)
+    if not parquet:
+        return unreadable
+    st = Strategy(tc)
+    with _field_id_reads(spark):
+        rows = _read_by_field_id(spark, ref, tc, parquet).join(F.broadcast(keys), list(tc.key_columns), "left_semi")
+        if offsets is not None:  # a record above its partition's offset at the request is new data
+            entries = ", ".join(f"{int(p)}L, {int(o)}L" for p, o in offsets.items())
+            at_request = f"try_element_at(map({entries}), {st.partition_sql})" if entries else "NULL"
+            rows = rows.where(f"{st.offset_sql} IS NULL OR {st.partition_sql} IS NULL "
+                              f"OR coalesce({st.offset_sql} <= {at_request}, false)")
+        return unreadable | {file_path(r[0]) for r in rows.select("lc_file").distinct().collect()}
 
 
-def _deadline(tc: TableConfig, now_ms: int, interval_ms: int, gone: bool) -> tuple[int | None, str]:
-    if gone:
-        return now_ms, "physically removed by the request's maintenance: no snapshot reaches a file that held them"
+def _candidate_files(spark, ref: TableRef, tc: TableConfig, keys) -> dict[str, str]:
+    """{file path: format} of every data file any snapshot reaches (all_data_files: tags' and
+    branches' snapshots included) whose bounds may hold one of the keys (no bounds: may)."""
+    from pyspark.sql import functions as F
+
+    files = spark.table(ref.meta("all_data_files")).where("content = 0")
+    cond = F.lit(True)
+    for k in tc.key_columns:
+        m = F.col(f"readable_metrics.{k}")
+        lo, hi = m.getField("lower_bound"), m.getField("upper_bound")
+        cond = cond & (lo.isNull() | (lo <= F.col(f"lc_k.{k}"))) & (hi.isNull() | (hi >= F.col(f"lc_k.{k}")))
+    keyed = keys.select(F.struct(*tc.key_columns).alias("lc_k"))
+    hits = files.join(F.broadcast(keyed), cond).select("file_path", "file_format").distinct()
+    return {file_path(r["file_path"]): r["file_format"] for r in hits.collect()}
+
+
+def file_path(location: str) -> str:
+    """One spelling of a local file's location: metadata says /x or file:/x, Spark's input_file_name
+    file:///x."""
+    if location.startswith("file:"):
+        return "/" + location[len("file:"):].lstrip("/")
+    return location
+
+
+@contextlib.contextmanager
+def _field_id_reads(spark):
+    """Parquet columns matched by Iceberg field id (not by name) for what runs inside."""
+    previous = spark.conf.get("spark.sql.parquet.fieldId.read.enabled", "false")
+    spark.conf.set("spark.sql.parquet.fieldId.read.enabled", "true")
+    try:
+        yield
+    finally:
+        spark.conf.set("spark.sql.parquet.fieldId.read.enabled", previous)
+
+
+def _read_by_field_id(spark, ref: TableRef, tc: TableConfig, paths: list[str]):
+    """The key, partition and offset columns of data files, matched to the table's columns by
+    Iceberg field id (as Iceberg's own readers do), deletes not applied; plus lc_file. Its actions
+    run inside _field_id_reads."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructField, StructType
+
+    names = list(dict.fromkeys([*tc.key_columns, *(c for c in (tc.partition_column, tc.offset_column) if c)]))
+    schema = iceberg_table(spark, ref, refresh=False).schema()
+    types = {f.name: f.dataType for f in spark.table(ref.sql()).schema.fields}
+    fields = [StructField(n, types[n], True, {"parquet.field.id": schema.findField(n).fieldId()}) for n in names]
+    return spark.read.schema(StructType(fields)).parquet(*paths).withColumn("lc_file", F.input_file_name())
+
+
+def _refs_holding(spark, ref: TableRef, holding: set[str]) -> list[str]:
+    """The tags and branches other than main whose snapshot reaches one of ``holding``: snapshot
+    expiry never removes what a ref keeps, so while it exists no bound in time holds."""
+    out = []
+    for r in spark.sql(f"SELECT name, type FROM {ref.meta('refs')} WHERE name <> 'main'").collect():
+        files = {file_path(f[0]) for f in spark.sql(f"SELECT file_path FROM {ref.meta('files')} VERSION AS OF "
+                                         f"{sql_string(r['name'])}").collect()}
+        if files & holding:
+            out.append(f"{r['type'].lower()} {r['name']!r}")
+    return sorted(out)
+
+
+def _deadline(spark, ref: TableRef, tc: TableConfig, now_ms: int, interval_ms: int,
+              holding: set[str]) -> tuple[int | None, str]:
+    if not holding:
+        return now_ms, ("physically removed: no data file any snapshot or ref reaches holds a record of the keys "
+                        "(read from the files, deletes ignored)")
+    refs = _refs_holding(spark, ref, holding)
+    if refs:
+        return None, (f"{', '.join(refs)} keeps {len(holding)} data file(s) holding records of the keys: no bound in "
+                      "time while it exists (snapshot expiry never removes what a ref keeps); drop or move it")
     deadline = physical_deletion_deadline(tc, now_ms, interval_ms)
     bound = physical_deletion_bound(tc)
     if deadline is None:
         return None, (bound or "max.compaction.lag.ms is not set: no bound in time on physical deletion of "
                                "records above the checkpoint; set it for erasure deadlines")
-    return deadline, ("files above the checkpoint hold some: gone after the run that cleans them and its "
-                      "maintenance, at the latest request + max.compaction.lag.ms + interval + "
+    return deadline, (f"{len(holding)} data file(s) above the checkpoint hold some: gone after the run that cleans "
+                      "them and its maintenance, at the latest request + max.compaction.lag.ms + interval + "
                       + ("max-snapshot-age" if bound else "min.compaction.lag.ms"))
 
 
 # ---------------------------------------------------------------- the audit record
 def ensure_audit_table(spark, cfg: LakecleanerConfig) -> None:
+    """Create the audit table, or add the columns one from an earlier version lacks."""
+    from pyspark.sql.types import _parse_datatype_string
+
     create_unless_exists(lambda: spark.sql(
         f"CREATE NAMESPACE IF NOT EXISTS {ident(cfg.catalog.name)}.{ident(cfg.cleaner.meta_namespace)}"))
     create_unless_exists(lambda: spark.sql(f"CREATE TABLE IF NOT EXISTS {audit_table(cfg)} ({AUDIT_SCHEMA}) USING iceberg"))
+    have = {f.name for f in spark.table(audit_table(cfg)).schema.fields}
+    added = [f"{f.name} {f.dataType.simpleString()}" for f in _parse_datatype_string(AUDIT_SCHEMA).fields
+             if f.name not in have]
+    if added:
+        spark.sql(f"ALTER TABLE {audit_table(cfg)} ADD COLUMNS ({', '.join(added)})")
 
 
-def _audit(spark, cfg: LakecleanerConfig, result: ForgetResult, removed: dict, quarantined: dict,
-           snapshot_id: int | None) -> None:
-    """One row per key: when, which table, how many records (table, quarantine), the key's hash,
-    the partitions' highest offsets at the request, and the deadline. Never the key."""
+def utc(ms: int) -> dt.datetime:
+    """An aware UTC datetime: Spark stores its instant whatever the driver's time zone."""
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
+
+
+def _audit_deleted(spark, cfg: LakecleanerConfig, request: ForgetRequest, result: ForgetResult, removed: dict,
+                   snapshot_id: int | None, by: Attribution) -> None:
+    """One row per key as soon as the delete committed: when, which table, who asked and why, the
+    key's hash and scheme, records removed, the partitions' highest offsets. Never the key."""
     from pyspark.sql.types import _parse_datatype_string
 
     ensure_audit_table(spark, cfg)
-    at = dt.datetime.fromtimestamp(result.requested_ms / 1000, dt.timezone.utc).replace(tzinfo=None)
-    rows = [(result.request_id, result.table, at, result.requested_ms, h, int(removed.get(h, 0)),
-             int(quarantined.get(h, 0)), dict(result.request_offsets), snapshot_id, result.physically_removed,
-             result.deadline_ms, result.deadline_note) for h in result.key_hashes]
+    at = utc(result.requested_ms)
+    rows = [(result.request_id, result.table, at, result.requested_ms, h, int(removed.get(h, 0)), 0,
+             dict(result.request_offsets), snapshot_id, False, None, "the delete committed; maintenance pending",
+             DELETED, result.hash_scheme, request.requested_by, request.reason, by.dag_run_id, by.triggered_by, None)
+            for h in result.key_hashes]
     spark.createDataFrame(rows, _parse_datatype_string(AUDIT_SCHEMA)).writeTo(audit_table(cfg)).append()
 
 
-def read_audit(spark, cfg: LakecleanerConfig, table: str | None = None) -> list[dict]:
-    from .strategies import sql_string
+def _audited_delete(spark, cfg: LakecleanerConfig, request_id: str) -> ForgetResult | None:
+    """The state of a request whose delete committed but which did not complete (its audit rows say
+    'deleted'), to resume from; None when it has no such rows."""
+    if not spark.catalog.tableExists(audit_table(cfg).replace("`", "")):
+        return None
+    ensure_audit_table(spark, cfg)
+    rows = spark.sql(f"SELECT * FROM {audit_table(cfg)} WHERE request_id = {sql_string(request_id)} "
+                     f"AND status = {sql_string(DELETED)}").collect()
+    if not rows:
+        return None
+    first = rows[0]
+    return ForgetResult(first["table_name"], request_id, first["requested_ms"], len(rows),
+                        sum(r["removed_records"] for r in rows), sum(r["removed_quarantined"] or 0 for r in rows),
+                        dict(first["request_offsets"] or {}), False, None,
+                        "", first["hash_scheme"] or UNKEYED, sorted(r["key_hash"] for r in rows))
 
+
+def _audit_quarantined(spark, cfg: LakecleanerConfig, request_id: str, quarantined: dict) -> None:
+    """Add the records removed from quarantine to the request's rows (a resumed request adds its own)."""
+    per_key = " ".join(f"WHEN {sql_string(h)} THEN {int(n)}" for h, n in quarantined.items())
+    spark.sql(f"UPDATE {audit_table(cfg)} SET removed_quarantined = coalesce(removed_quarantined, 0) + "
+              f"CASE key_hash {per_key} ELSE 0 END WHERE request_id = {sql_string(request_id)}")
+
+
+def _audit_complete(spark, cfg: LakecleanerConfig, result: ForgetResult) -> None:
+    """Complete the request's rows: whether the removal is physical, and the deadline."""
+    deadline = "NULL" if result.deadline_ms is None else str(int(result.deadline_ms))
+    spark.sql(f"UPDATE {audit_table(cfg)} SET status = {sql_string(FORGOTTEN)}, "
+              f"physically_removed = {str(result.physically_removed).upper()}, deadline_ms = {deadline}, "
+              f"deadline_note = {sql_string(result.deadline_note)}, completed_at = current_timestamp() "
+              f"WHERE request_id = {sql_string(result.request_id)}")
+
+
+def read_audit(spark, cfg: LakecleanerConfig, table: str | None = None) -> list[dict]:
     if not spark.catalog.tableExists(audit_table(cfg).replace("`", "")):
         return []
     where = f" WHERE table_name = {sql_string(table)}" if table else ""
     return [r.asDict(recursive=True) for r in spark.sql(f"SELECT * FROM {audit_table(cfg)}{where}").collect()]
-
-
-# ---------------------------------------------------------------- the Spark application (jobs/forget.py)
-def requests_from(table: str | None, keys: list[str] | None, requests_json: str | None) -> list[ForgetRequest]:
-    """The CLI's TABLE --key K..., or the DAG's param: a JSON list of {"table": ..., "keys": [...]}."""
-    import json
-
-    out = [ForgetRequest(table, tuple(keys or ()))] if table else []
-    for item in json.loads(requests_json) if requests_json else []:
-        if not isinstance(item, Mapping) or not isinstance(item.get("table"), str):
-            raise ValueError(f"forget: each request needs a 'table' and 'keys', got {item!r:.200}")
-        keys_ = item.get("keys")
-        out.append(ForgetRequest(item["table"], tuple(keys_ if isinstance(keys_, list) else [keys_])))
-    return out
-
-
-def job_main(argv: list[str] | None = None) -> int:
-    """One application for every request; one result line per request (the table's error for a bad
-    one, which never stops the others); exit 1 if any failed."""
-    import argparse
-
-    from .catalog import first_line
-    from .config import ConfigError, load_config
-    from .spark import get_spark
-    from .submit import format_result
-
-    p = argparse.ArgumentParser(prog="jobs/forget.py")
-    p.add_argument("table", nargs="?")
-    p.add_argument("--key", action="append", default=[])
-    p.add_argument("--requests", help="JSON list of {table, keys}")
-    p.add_argument("--config")
-    p.add_argument("--now-ms", type=int)
-    p.add_argument("--interval-ms", type=int, default=15 * 60_000)
-    args = p.parse_args(argv)
-    requests = requests_from(args.table, args.key, args.requests)
-    cfg = load_config(args.config)
-    spark = get_spark(cfg, "lakecleaner-forget", set_master=False)
-    failed = 0
-    try:
-        for request in requests:
-            try:
-                line = forget(spark, cfg, request, args.now_ms, args.interval_ms).as_dict()
-            except Exception as exc:  # noqa: BLE001 - this request's failure, named; the others go on
-                failed += 1
-                text = str(exc) if isinstance(exc, (CompactionError, ConfigError)) else f"table {request.table}: {first_line(exc)}"
-                line = {"table": request.table, "status": "failed", "error": text}
-            print(format_result(line), flush=True)
-    finally:
-        spark.stop()
-    return 1 if failed else 0

@@ -25,7 +25,8 @@ from .frames import Frames
 from .history import ensure_history_table
 from .rules import Checkpoint, tombstone_expired_sql
 from .state import write_document
-from .strategies import Strategy, checkpoint_sql, ident, key_hash_sql
+from .keyhash import UNKEYED, UNKEYED_HASHER, KeyHasher, hash_sql, key_hasher, pads_join, register_pads
+from .strategies import Strategy, checkpoint_sql, ident, key_message_sql
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,15 @@ OFFENDING_ROWS = 5
 
 class QualityError(RuntimeError):
     """A fail-severity expectation failed; the message names the rule and shows offending keys."""
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """A table's erasure requests hashed under one scheme (forget.audit_relation) and the SQL of that
+    scheme's hash over the batch (a column the batch carries, for a keyed scheme)."""
+    relation: str
+    hash_sql: str
+    join: str = ""  # what hash_sql needs joined to the batch (the pads of a keyed hash)
 
 
 @dataclass(frozen=True)
@@ -72,9 +82,18 @@ def _not_kept_as_log_end(ckpt: Checkpoint) -> str:
     return f"(lc_o < lc_log_end AND NOT ({kept}))" if kept else "lc_o < lc_log_end"
 
 
+def _named_by_hash(tc: TableConfig, hasher: KeyHasher, columns: str, inner: str) -> str:
+    """An offending-rows query whose rows name the key by its (keyed) hash, computed for the few
+    rows left after ``inner``'s LIMIT, never by the key: results are kept and shown."""
+    return (f"SELECT {hash_sql(hasher, 'lc_msg')} AS key_hash, {columns} FROM ("
+            f"SELECT {key_message_sql(tc)} AS lc_msg, {inner} LIMIT {OFFENDING_ROWS}){pads_join(hasher)}")
+
+
 def build_rules(tc: TableConfig, ckpt: Checkpoint, now_ms: int, interval_ms: int, max_delay_ms: int,
-                anomalous_share_max: float, forgotten: str | None = None) -> list[Rule]:
-    """``forgotten``: the table's erasure requests as an SQL relation (forget.audit_relation)."""
+                anomalous_share_max: float, forgotten: tuple[Forgotten, ...] = (),
+                hasher: KeyHasher = UNKEYED_HASHER) -> list[Rule]:
+    """``forgotten``: the table's erasure requests, one relation per hash scheme (_forgotten);
+    ``hasher``: how offending rows name their keys (its pads registered in the session)."""
     keys = ", ".join(ident(k) for k in tc.key_columns)
     winner_order = Strategy(tc).winner_order_sql("lc_has_ver", "lc_ver", "lc_o")
     with_log_end = "(SELECT *, max(lc_o) OVER (PARTITION BY lc_p) AS lc_log_end FROM {batch})"
@@ -86,22 +105,24 @@ def build_rules(tc: TableConfig, ckpt: Checkpoint, now_ms: int, interval_ms: int
             "tombstone expiry (delete.retention.ms)",
             f"no tombstone is still here more than delete.retention.ms={tc.delete_retention_ms} plus one schedule "
             f"interval after the run that first cleaned it",
-            f"SELECT {keys}, lc_p AS partition_id, lc_o AS offset_id FROM {with_log_end} "
-            f"WHERE lc_tomb AND ({expired}) AND {not_log_end} LIMIT {OFFENDING_ROWS}"))
+            _named_by_hash(tc, hasher, "partition_id, offset_id",
+                           f"lc_p AS partition_id, lc_o AS offset_id FROM {with_log_end} "
+                           f"WHERE lc_tomb AND ({expired}) AND {not_log_end}")))
     clean = _by_partition(ckpt.offsets, "<=")
     if clean:
         rules.append(Rule(
             "one record per key",
             "the cleaned part holds one record per key (per partition), except each partition's log end",
-            f"SELECT {keys}, lc_p AS partition_id, count(*) AS records FROM {with_log_end} "
-            f"WHERE ({clean}) AND {not_log_end} GROUP BY lc_p, {keys} HAVING count(*) > 1 LIMIT {OFFENDING_ROWS}"))
+            _named_by_hash(tc, hasher, "partition_id, records",
+                           f"lc_p AS partition_id, count(*) AS records FROM {with_log_end} "
+                           f"WHERE ({clean}) AND {not_log_end} GROUP BY lc_p, {keys} HAVING count(*) > 1")))
         rules.append(Rule(
             f"the winner is right ({tc.strategy} strategy)",
             "no cleaned record is beaten under the table's strategy by another cleaned record of its key",
-            f"SELECT {keys}, lc_p AS partition_id, lc_o AS offset_id FROM ("
-            f"SELECT *, row_number() OVER (PARTITION BY lc_p, lc_key ORDER BY {winner_order})"
-            f" AS lc_rank FROM {with_log_end} WHERE ({clean})) WHERE lc_rank > 1 AND {not_log_end} "
-            f"LIMIT {OFFENDING_ROWS}"))
+            _named_by_hash(tc, hasher, "partition_id, offset_id",
+                           f"lc_p AS partition_id, lc_o AS offset_id FROM ("
+                           f"SELECT *, row_number() OVER (PARTITION BY lc_p, lc_key ORDER BY {winner_order})"
+                           f" AS lc_rank FROM {with_log_end} WHERE ({clean})) WHERE lc_rank > 1 AND {not_log_end}")))
         # Only the cleaned part: a keyless record an ingest appended since is dirty, the next run's to move.
         # A partition's log end stays, though copied to quarantine (rule 6: its highest offset never goes).
         null_key = Strategy(tc).null_key_sql
@@ -109,15 +130,16 @@ def build_rules(tc: TableConfig, ckpt: Checkpoint, now_ms: int, interval_ms: int
                           "cleaned keyless records are moved to the quarantine table, except each partition's log end",
                           f"SELECT lc_p AS partition_id, lc_o AS offset_id FROM {with_log_end} WHERE ({null_key}) "
                           f"AND ({clean}) AND {not_log_end} LIMIT {OFFENDING_ROWS}"))
-    if forgotten:  # offending rows name the key by its hash only: results are kept and shown
+    if forgotten:  # offending rows name the key by the hash the audit holds
+        joins = " UNION ALL ".join(
+            f"SELECT f.lc_forgotten_hash AS key_hash, b.lc_p AS partition_id, b.lc_o AS offset_id "
+            f"FROM {{batch}} b{f.join} JOIN {f.relation} f ON {f.hash_sql} = f.lc_forgotten_hash "
+            f"WHERE b.lc_o <= try_element_at(f.lc_forgotten_offsets, b.lc_p)" for f in forgotten)
         rules.append(Rule(
             "forgotten keys stay forgotten",
             "no record of a key erased on request (lakecleaner forget) at or below its partition's highest "
             "offset at the request; later records of the key are new data",
-            f"SELECT f.lc_forgotten_hash AS key_hash, b.lc_p AS partition_id, b.lc_o AS offset_id "
-            f"FROM (SELECT *, {key_hash_sql(tc)} AS lc_key_hash FROM {{batch}}) b JOIN {forgotten} f "
-            f"ON b.lc_key_hash = f.lc_forgotten_hash WHERE b.lc_o <= try_element_at(f.lc_forgotten_offsets, b.lc_p) "
-            f"LIMIT {OFFENDING_ROWS}"))
+            f"SELECT * FROM ({joins}) LIMIT {OFFENDING_ROWS}"))
     rules.append(Rule("offsets unique per partition", "Kafka's contract: one record per (partition, offset)",
                       f"SELECT lc_p AS partition_id, lc_o AS offset_id, count(*) AS records FROM {{batch}} "
                       f"GROUP BY lc_p, lc_o HAVING count(*) > 1 LIMIT {OFFENDING_ROWS}"))
@@ -207,13 +229,16 @@ class QualitySuites:
         ckpt = Checkpoint.from_json(props.get(CHECKPOINT_PROPERTY))
         delay = evaluate_table(MetadataReader(cfg).read(ref.short), now_ms, cfg.defaults).max_compaction_delay_ms
         severity = dict(cfg.quality.severity)
+        hasher = key_hasher(cfg)
+        register_pads(spark, hasher)
         rules = build_rules(tc, ckpt, now_ms, interval_ms, delay, cfg.quality.anomalous_share_max,
-                            _forgotten(spark, cfg, ref))
+                            _forgotten(spark, cfg, ref, tc, hasher), hasher)
 
         fr = Frames(tc)
         batch_df = spark.table(ref.sql()).select(
             "*", fr.p.alias("lc_p"), fr.o.alias("lc_o"), fr.key.alias("lc_key"), fr.tomb.alias("lc_tomb"),
             fr.version.alias("lc_ver"), fr.has_version.alias("lc_has_ver"))
+
         # The runs this validation answers for: those since the previous validation of the table (all
         # runs, the first time), so each run's removals are judged once and a rerun judges the same ones.
         previous = max((r["now_ms"] for r in list_results(cfg, ref.short) if r["now_ms"] < now_ms), default=None)
@@ -245,11 +270,23 @@ class QualitySuites:
         return summary
 
 
-def _forgotten(spark, cfg: LakecleanerConfig, ref: TableRef) -> str | None:
-    """The table's erasure requests, when any table was ever forgotten from (no audit table: none)."""
-    from .forget import audit_relation, audit_table
+def _forgotten(spark, cfg: LakecleanerConfig, ref: TableRef, tc: TableConfig,
+               hasher: KeyHasher) -> tuple[Forgotten, ...]:
+    """The table's erasure requests per hash scheme the suite can compute: the unkeyed SHA-256 (rows
+    audited before a secret was set) and the deployment's keyed one. Rows hashed under another
+    secret (rotated away) cannot be checked, and are logged as such."""
+    from .forget import audit_relation, audit_schemes
 
-    return audit_relation(cfg, ref.short) if spark.catalog.tableExists(audit_table(cfg).replace("`", "")) else None
+    out = []
+    for scheme in audit_schemes(spark, cfg, ref.short):
+        if scheme in (UNKEYED, hasher.scheme):
+            under = hasher if scheme == hasher.scheme else UNKEYED_HASHER
+            out.append(Forgotten(audit_relation(cfg, ref.short, scheme), hash_sql(under, key_message_sql(tc)),
+                                 pads_join(under)))
+        else:
+            log.warning("lakecleaner: table %s: erasure requests hashed under %s (another secret) cannot be checked",
+                        ref.short, scheme)
+    return tuple(out)
 
 
 def validate_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None = None,

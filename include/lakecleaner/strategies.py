@@ -300,10 +300,10 @@ def long_as_version_sql(value: int | str, type_name: str) -> str:
     raise ValueError(f"no version of type {type_name} is a long")
 
 
-def key_hash_sql(tc: TableConfig) -> str:
-    """SQL: sha256 (hex) of the key's canonical rendering, a JSON array of the key columns cast to
-    string in key order. What an erasure request records and checks instead of the key itself; the
-    forget computes its hashes with this same expression (over its typed keys), the quality suite
-    over the table, so the two always agree."""
+def key_message_sql(tc: TableConfig) -> str:
+    """SQL: the key's canonical rendering, a JSON array of the key columns cast to string in key
+    order: what an erasure request records and checks by its hash (lakecleaner.keyhash) instead of
+    the key itself. The forget hashes it over its typed keys, the quality suite over the table, so
+    the two always agree."""
     cols = ", ".join(f"CAST({ident(k)} AS STRING)" for k in tc.key_columns)
-    return f"sha2(to_json(array({cols})), 256)"
+    return f"to_json(array({cols}))"

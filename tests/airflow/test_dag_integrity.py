@@ -125,7 +125,7 @@ def test_the_dag_has_the_expected_shape(parsed):
     assert forget.operator_class is SparkSubmitOperator and forget.upstream_task_ids == {"forget_requests"}
     assert forget.partial_kwargs["application"] == str(REPO / "jobs" / "forget.py")
     assert evaluate.upstream_task_ids == {"forget"} and evaluate.trigger_rule == "all_done"
-    assert params["forget"].value == [] and params["forget"].schema["items"] == {"type": "object"}
+    assert params["forget"].value == [] and params["forget"].schema["items"] == {"type": "string"}  # request ids
     assert clean.partial_kwargs["on_failure_callback"]
     assert summary.upstream_task_ids == {"clean"} and summary.trigger_rule == "all_done"
     # asset events for tables known only at run time: one alias as the outlet, beside summary (a

@@ -1,7 +1,11 @@
 """Erasure on request (lakecleaner.forget): the key's records leave the table and its quarantine,
-physically; the audit keeps a hash, never the key; the quality suite catches an old record that came
-back and lets new data of the key be; a compaction that raced the request stops."""
+physically, judged from the files themselves; the audit is written as the delete commits and keeps
+a (keyed) hash, never the key; the quality suite catches an old record that came back and lets new
+data of the key be; a compaction that raced the request stops; requests travel through the request
+table, never argv."""
+import getpass
 import hashlib
+import hmac
 import json
 import re
 import subprocess
@@ -14,7 +18,10 @@ import pytest
 from lakecleaner import catalog
 from lakecleaner.catalog import CompactionError
 from lakecleaner.engine import compact_table, quarantine_table
-from lakecleaner.forget import ForgetError, ForgetRequest, forget, read_audit
+from lakecleaner import forget as forget_module
+from lakecleaner.erasure_requests import carry_out, enqueue, pending_requests, requests_ref, requests_table
+from lakecleaner.forget import Attribution, ForgetError, ForgetRequest, audit_table, forget, read_audit
+from lakecleaner.keyhash import KeyHasher
 from lakecleaner.quality import validate_table
 from lakecleaner.tables import append, create_compacted_table
 
@@ -49,7 +56,7 @@ def test_forget_removes_the_key_from_table_and_quarantine_physically(spark, lake
     assert [r["value"] for r in spark.table(qref.sql()).collect()] == ["alice, no offset"]
     assert any(r["value"] == "alice's old address" for r in _reachable_rows(spark, ref))  # masked, not gone
     now = int(time.time() * 1000)
-    result = forget(spark, lake_config, ForgetRequest(table_name, ("alice",)), now_ms=now, interval_ms=INTERVAL)
+    result = forget(spark, lake_config, ForgetRequest(table_name, ({"key": "alice"},)), now_ms=now, interval_ms=INTERVAL)
     assert (result.removed_records, result.removed_quarantined) == (1, 1)
     assert sorted(r["key"] for r in spark.table(ref.sql()).collect()) == ["bob", "carol"]
     assert spark.table(qref.sql()).count() == 0
@@ -59,7 +66,8 @@ def test_forget_removes_the_key_from_table_and_quarantine_physically(spark, lake
     assert result.physically_removed and result.deadline_ms == now
     assert result.request_offsets == {0: 3, 1: 0}
     [audit] = read_audit(spark, lake_config, table_name)
-    assert audit["key_hash"] == hashlib.sha256(json.dumps(["alice"]).encode()).hexdigest()
+    assert audit["key_hash"] == hashlib.sha256(json.dumps(["alice"]).encode()).hexdigest()  # no secret set
+    assert (audit["status"], audit["hash_scheme"]) == ("forgotten", "sha256")
     assert (audit["removed_records"], audit["removed_quarantined"], audit["deadline_ms"]) == (1, 1, now)
     assert audit["request_offsets"] == {0: 3, 1: 0} and audit["physically_removed"]
     assert "alice" not in json.dumps(audit, default=str)
@@ -71,7 +79,7 @@ def test_deadline_is_the_readme_bound_when_the_key_is_in_the_dirty_part(spark, l
     append(spark, ref, [{"key": "a", "offset": 0, "partition": 0, "value": "x"},
                         {"key": "b", "offset": 1, "partition": 0, "value": "y"}])
     now = int(time.time() * 1000)
-    result = forget(spark, lake_config, ForgetRequest(table_name, ("key=a",)), now_ms=now, interval_ms=INTERVAL)
+    result = forget(spark, lake_config, ForgetRequest(table_name, ({"key": "a"},)), now_ms=now, interval_ms=INTERVAL)
     assert result.removed_records == 1 and [r["key"] for r in spark.table(ref.sql()).collect()] == ["b"]
     assert not result.physically_removed  # never compacted: its file is dirty, not rewritten now
     assert result.deadline_ms == now + 60000 + INTERVAL + 1000
@@ -87,16 +95,16 @@ def _composite(spark, cfg, table):
 
 
 @pytest.mark.parametrize("spec, problem", [
-    ("tenant=7,idx=42", "unknown key column(s) idx"),
-    ("tenant=7", "missing key column(s) id"),
-    ("tenant=7,id=forty-two", "the value for id does not convert to bigint"),
-    ("tenant=7,id=42.5", "the value for id does not convert to bigint"),
-    ("7", "key spec part 1 is not column=value"),
+    ({"tenant": 7, "idx": 42}, "unknown key column(s) idx"),
+    ({"tenant": 7}, "missing key column(s) id"),
+    ({"tenant": 7, "id": "forty-two"}, "the value for id does not convert to bigint"),
+    ({"tenant": 7, "id": "42.5"}, "the value for id does not convert to bigint"),
+    ("tenant=7,id=42", "a key must be an object"),
 ])
 def test_a_bad_key_is_a_clear_error_and_nothing_is_deleted(spark, lake_config, table_name, spec, problem):
     ref = _composite(spark, lake_config, table_name)
     with pytest.raises(ForgetError, match=rf"table {table_name}: .*{re.escape(problem)}"):
-        forget(spark, lake_config, ForgetRequest(table_name, ("tenant=8,id=42", spec)))
+        forget(spark, lake_config, ForgetRequest(table_name, ({"tenant": 8, "id": 42}, spec)))
     assert spark.table(ref.sql()).count() == 3
     assert read_audit(spark, lake_config, table_name) == []
 
@@ -107,7 +115,7 @@ def test_a_copy_on_write_table_is_refused_with_nothing_deleted(spark, lake_confi
     ref = _filled(spark, lake_config, table_name)
     spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ('write.merge.mode' = 'copy-on-write')")
     with pytest.raises(ForgetError, match=rf"table {table_name}: write.merge.mode='copy-on-write'.*nothing deleted"):
-        forget(spark, lake_config, ForgetRequest(table_name, ("alice",)))
+        forget(spark, lake_config, ForgetRequest(table_name, ({"key": "alice"},)))
     assert spark.table(ref.sql()).where("key = 'alice'").count() == 3
     assert read_audit(spark, lake_config, table_name) == []
 
@@ -117,7 +125,7 @@ def test_a_table_that_never_chose_a_merge_mode_is_forgotten_with_position_delete
     on yet may leave it so. The request sets merge-on-read first, as the cleaner's first run does."""
     ref = _filled(spark, lake_config, table_name)
     spark.sql(f"ALTER TABLE {ref.sql()} UNSET TBLPROPERTIES ('write.merge.mode')")
-    forget(spark, lake_config, ForgetRequest(table_name, ("alice",)), interval_ms=INTERVAL)
+    forget(spark, lake_config, ForgetRequest(table_name, ({"key": "alice"},)), interval_ms=INTERVAL)
     [audit] = read_audit(spark, lake_config, table_name)
     summary = spark.sql(f"SELECT summary FROM {ref.meta('snapshots')} "
                         f"WHERE snapshot_id = {audit['committed_snapshot_id']}").collect()[0]["summary"]
@@ -128,7 +136,7 @@ def test_a_table_that_never_chose_a_merge_mode_is_forgotten_with_position_delete
 
 def test_a_composite_key_is_converted_to_its_columns_types(spark, lake_config, table_name):
     ref = _composite(spark, lake_config, table_name)
-    result = forget(spark, lake_config, ForgetRequest(table_name, ("tenant=7,id=42", {"id": 42, "tenant": 8})))
+    result = forget(spark, lake_config, ForgetRequest(table_name, ({"tenant": "7", "id": "42"}, {"id": 42, "tenant": 8})))
     assert result.removed_records == 2 and result.keys == 2
     assert [(r["tenant"], r["id"]) for r in spark.table(ref.sql()).collect()] == [(7, 43)]
 
@@ -140,7 +148,7 @@ def _forgotten_rule(summary) -> dict:
 def test_quality_catches_an_old_record_put_back_and_keeps_new_data(spark, lake_config, table_name):
     ref = _filled(spark, lake_config, table_name)
     compact_table(spark, lake_config, table_name)
-    forget(spark, lake_config, ForgetRequest(table_name, ("alice",)))
+    forget(spark, lake_config, ForgetRequest(table_name, ({"key": "alice"},)))
     # a later record of the key is new data: it stays, and the rule passes
     append(spark, ref, [{"key": "alice", "offset": 4, "partition": 0, "value": "alice again"}])
     summary = validate_table(spark, lake_config, table_name, raise_on_failure=False)
@@ -162,7 +170,7 @@ def test_a_compaction_raced_by_a_forget_stops_and_the_key_stays_gone(spark, lake
     def forget_commits_first(spark_, ref_, snapshot):
         if not state["done"]:
             state["done"] = True
-            forget(spark, lake_config, ForgetRequest(table_name, ("alice",)))
+            forget(spark, lake_config, ForgetRequest(table_name, ({"key": "alice"},)))
         return original(spark_, ref_, snapshot)
 
     monkeypatch.setattr(catalog, "check_no_concurrent_cleaner", forget_commits_first)
@@ -178,15 +186,223 @@ def test_a_compaction_raced_by_a_forget_stops_and_the_key_stays_gone(spark, lake
     assert not spark.catalog.tableExists(quarantine_table(lake_config, ref).sql().replace("`", ""))
 
 
-def test_the_cli_forgets_through_spark_submit(spark, lake_config, config_file, table_name):
+def test_the_cli_forgets_through_spark_submit_with_the_keys_never_on_argv(spark, lake_config, config_file, table_name,
+                                                                         tmp_path):
     ref = _composite(spark, lake_config, table_name)
-    proc = subprocess.run([sys.executable, "-m", "lakecleaner.cli", "--config", str(config_file), "forget", table_name,
-                           "--key", "tenant=7,id=42", "--key", "tenant=8,id=42"], capture_output=True, text=True)
+    keys = tmp_path / "keys.jsonl"
+    keys.write_text('{"tenant": 7, "id": 42}\n{"tenant": 8, "id": 42}\n')
+    cli = [sys.executable, "-m", "lakecleaner.cli", "--config", str(config_file), "forget", table_name]
+    proc = subprocess.run([*cli, "--keys", str(keys), "--reason", "ticket 9"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     [line] = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert line["status"] == "forgotten" and line["removed_records"] == 2 and line["deadline_ms"] is None
     spark.sql(f"REFRESH TABLE {ref.sql()}")  # this session's catalog caches the table (30 s); another JVM deleted
     assert [(r["tenant"], r["id"]) for r in spark.table(ref.sql()).collect()] == [(7, 43)]
-    proc = subprocess.run([sys.executable, "-m", "lakecleaner.cli", "--config", str(config_file), "forget", table_name,
-                           "--key", "tenant=7,nope=1"], capture_output=True, text=True)
+    spark.sql(f"REFRESH TABLE {audit_table(lake_config)}")
+    audit = read_audit(spark, lake_config, table_name)
+    assert {(a["reason"], a["requested_by"], a["status"]) for a in audit} == {("ticket 9", getpass.getuser(), "forgotten")}
+    # a bad key: the request is rejected, named, and its keys leave the request table too
+    proc = subprocess.run([*cli, "--keys", "-"], input='{"tenant": 7, "nope": 1}\n', capture_output=True, text=True)
     assert proc.returncode == 1 and f"table {table_name}: bad key: unknown key column(s) nope" in proc.stdout
+    requests = _requests(spark, lake_config, table_name)
+    assert sorted(r["status"] for r in requests) == ["done", "done", "rejected"] and not any(r["key"] for r in requests)
+
+
+def _requests(spark, cfg, table):
+    spark.sql(f"REFRESH TABLE {requests_table(cfg)}")
+    return [r.asDict() for r in spark.table(requests_table(cfg)).where(f"table_name = '{table}'").collect()]
+
+
+def test_a_key_is_taken_literally_even_when_it_looks_like_a_spec_or_an_option(spark, lake_config, table_name):
+    """One syntax (a JSON object): 'key=alice' is that text, not 'alice'; '-x' is a key like any other."""
+    ref = create_compacted_table(spark, lake_config, table_name)
+    append(spark, ref, [{"key": k, "offset": i, "partition": 0, "value": "v"}
+                        for i, k in enumerate(["alice", "key=alice", "-x", "z"])])
+    forget(spark, lake_config, ForgetRequest(table_name, ({"key": "key=alice"}, {"key": "-x"})))
+    assert sorted(r["key"] for r in spark.table(ref.sql()).collect()) == ["alice", "z"]
+
+
+# ---------------------------------------------------------------- what is on disk (item: "physically removed")
+def test_a_key_with_no_live_row_is_judged_on_disk_and_its_files_still_rewritten(spark, lake_config, table_name):
+    """A user's DELETE masked alice's records earlier: no live row, but the data files still hold
+    them. The request's maintenance runs all the same, and the verdict reads the files."""
+    ref = _filled(spark, lake_config, table_name)
+    compact_table(spark, lake_config, table_name)
+    spark.sql(f"DELETE FROM {ref.sql()} WHERE key = 'alice'")
+    assert any(r["key"] == "alice" for r in _reachable_rows(spark, ref))  # masked, not gone
+    now = int(time.time() * 1000)
+    result = forget(spark, lake_config, ForgetRequest(table_name, ({"key": "alice"},)), now_ms=now, interval_ms=INTERVAL)
+    assert result.removed_records == 0 and result.maintenance  # nothing live to delete; maintenance ran
+    assert not [r for r in _reachable_rows(spark, ref) if r["key"] == "alice"]
+    assert result.physically_removed and result.deadline_ms == now
+
+
+def test_records_masked_in_a_dirty_file_are_not_reported_physically_removed(spark, lake_config, table_name):
+    """Never compacted: the file is above the checkpoint, so maintenance does not rewrite it and the
+    masked record stays in it. The request says so, with the README's bound, not 'removed now'."""
+    ref = create_compacted_table(spark, lake_config, table_name, {"max.compaction.lag.ms": "60000"})
+    append(spark, ref, [{"key": "a", "offset": 0, "partition": 0, "value": "x"},
+                        {"key": "b", "offset": 1, "partition": 0, "value": "y"}])
+    spark.sql(f"DELETE FROM {ref.sql()} WHERE key = 'a'")  # no live row of a any more
+    now = int(time.time() * 1000)
+    result = forget(spark, lake_config, ForgetRequest(table_name, ({"key": "a"},)), now_ms=now, interval_ms=INTERVAL)
+    assert any(r["key"] == "a" for r in _reachable_rows(spark, ref))
+    assert not result.physically_removed and result.deadline_ms == now + 60000 + INTERVAL
+    assert "1 data file(s) above the checkpoint" in result.deadline_note
+    [audit] = read_audit(spark, lake_config, table_name)
+    assert not audit["physically_removed"] and audit["deadline_ms"] == result.deadline_ms
+
+
+def test_a_renamed_key_column_is_still_read_from_old_files(spark, lake_config, table_name):
+    """Files written before a rename carry the old column name; they are matched by field id."""
+    ref = create_compacted_table(spark, lake_config, table_name, {"max.compaction.lag.ms": "60000"})
+    append(spark, ref, [{"key": "a", "offset": 0, "partition": 0, "value": "x"},
+                        {"key": "b", "offset": 1, "partition": 0, "value": "y"}])  # a file DELETE cannot drop whole
+    spark.sql(f"DELETE FROM {ref.sql()} WHERE key = 'a'")
+    spark.sql(f"ALTER TABLE {ref.sql()} RENAME COLUMN key TO id")
+    spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ('compaction.key.columns' = 'id')")
+    result = forget(spark, lake_config, ForgetRequest(table_name, ({"id": "a"},)), interval_ms=INTERVAL)
+    assert not result.physically_removed
+
+
+def test_a_tag_that_keeps_the_record_voids_the_deadline_and_is_named(spark, lake_config, table_name):
+    ref = _filled(spark, lake_config, table_name)
+    spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ('max.compaction.lag.ms' = '60000')")
+    compact_table(spark, lake_config, table_name)
+    spark.sql(f"ALTER TABLE {ref.sql()} CREATE TAG `audit_2026`")
+    result = forget(spark, lake_config, ForgetRequest(table_name, ({"key": "alice"},)), interval_ms=INTERVAL)
+    assert not result.physically_removed and result.deadline_ms is None
+    assert "tag 'audit_2026' keeps" in result.deadline_note
+    spark.sql(f"ALTER TABLE {ref.sql()} DROP TAG `audit_2026`")
+    again = forget(spark, lake_config, ForgetRequest(table_name, ({"key": "alice"},)), interval_ms=INTERVAL)
+    assert again.physically_removed  # the tag gone, the same maintenance reaches the files
+
+
+# ---------------------------------------------------------------- the audit
+def test_a_failure_after_the_delete_leaves_an_audit_row_and_the_retry_resumes(spark, lake_config, table_name,
+                                                                               monkeypatch):
+    ref = _filled(spark, lake_config, table_name)
+    compact_table(spark, lake_config, table_name)
+    request = ForgetRequest(table_name, ({"key": "alice"},))
+
+    def conflict(*args, **kwargs):
+        raise RuntimeError("maintenance conflicted")
+
+    monkeypatch.setattr(forget_module, "maintain_table", conflict)
+    with pytest.raises(ForgetError, match=rf"table {table_name}: the delete committed .*maintenance conflicted"):
+        forget(spark, lake_config, request)
+    [audit] = read_audit(spark, lake_config, table_name)
+    assert (audit["status"], audit["removed_records"]) == ("deleted", 1) and not audit["physically_removed"]
+    assert not spark.table(ref.sql()).where("key = 'alice'").count()
+    monkeypatch.undo()
+    result = forget(spark, lake_config, request)  # the same request: resumed, nothing deleted twice
+    assert (result.removed_records, result.removed_quarantined, result.physically_removed) == (1, 1, True)
+    [audit] = read_audit(spark, lake_config, table_name)
+    assert (audit["status"], audit["removed_records"], audit["removed_quarantined"]) == ("forgotten", 1, 1)
+
+
+def test_the_audit_keeps_its_instants_whatever_the_drivers_time_zone(spark, lake_config, table_name, monkeypatch):
+    ref = _filled(spark, lake_config, table_name)
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        forget(spark, lake_config, ForgetRequest(table_name, ({"key": "bob"},)))
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    [row] = spark.sql(f"SELECT unix_millis(requested_at) - requested_ms AS shift FROM {audit_table(lake_config)} "
+                      f"WHERE table_name = '{table_name}'").collect()
+    assert abs(row["shift"]) < 1000, row  # a naive datetime read in local time moved it by hours
+    assert spark.table(ref.sql()).where("key = 'bob'").count() == 0
+
+
+def test_a_dry_run_deletes_nothing_and_the_audit_says_who_asked(spark, lake_config, table_name):
+    ref = _filled(spark, lake_config, table_name)
+    request = ForgetRequest(table_name, ({"key": "alice"},), requested_by="dpo@example.org", reason="ticket 7")
+    dry = forget(spark, lake_config, request, dry_run=True)
+    assert (dry.status, dry.removed_records) == ("dry run", 3)
+    assert spark.table(ref.sql()).where("key = 'alice'").count() == 3 and read_audit(spark, lake_config, table_name) == []
+    forget(spark, lake_config, request, by=Attribution("scheduled__2026-11-26T07:00:00+00:00", "ops"))
+    [audit] = read_audit(spark, lake_config, table_name)
+    assert (audit["requested_by"], audit["reason"], audit["dag_run_id"], audit["triggered_by"]) == (
+        "dpo@example.org", "ticket 7", "scheduled__2026-11-26T07:00:00+00:00", "ops")
+
+
+SECRET = "a-deployment-secret-of-32-bytes!"
+
+
+def test_a_keyed_hash_names_the_key_and_old_unkeyed_requests_are_still_checked(spark, lake_config, table_name,
+                                                                                monkeypatch):
+    ref = _filled(spark, lake_config, table_name)
+    compact_table(spark, lake_config, table_name)
+    forget(spark, lake_config, ForgetRequest(table_name, ({"key": "bob"},)))  # before the deployment had a secret
+    monkeypatch.setenv("LAKECLEANER_KEY_HASH_SECRET", SECRET)
+    forget(spark, lake_config, ForgetRequest(table_name, ({"key": "alice"},)))
+    audit = {a["hash_scheme"]: a for a in read_audit(spark, lake_config, table_name)}
+    keyed = KeyHasher.from_environment(environ={"LAKECLEANER_KEY_HASH_SECRET": SECRET})
+    assert set(audit) == {"sha256", keyed.scheme}
+    assert audit[keyed.scheme]["key_hash"] == hmac.new(SECRET.encode(), b'["alice"]', hashlib.sha256).hexdigest()
+    # both old records put back are caught, each under its own scheme
+    append(spark, ref, [{"key": "alice", "offset": 2, "partition": 0, "value": "alice's address"},
+                        {"key": "bob", "offset": 3, "partition": 0, "value": "bob v2"}])
+    rule = _forgotten_rule(validate_table(spark, lake_config, table_name, raise_on_failure=False))
+    assert not rule["success"]
+    assert sorted((o["offset_id"], o["key_hash"]) for o in rule["offending"]) == [
+        (2, audit[keyed.scheme]["key_hash"]), (3, audit["sha256"]["key_hash"])]
+
+
+def test_offending_rows_name_keys_by_their_keyed_hash(spark, lake_config, table_name, monkeypatch):
+    monkeypatch.setenv("LAKECLEANER_KEY_HASH_SECRET", SECRET)
+    ref = create_compacted_table(spark, lake_config, table_name)
+    append(spark, ref, [{"key": "alice@example.org", "offset": i, "partition": 0, "value": "v"} for i in range(3)])
+    spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ('lakecleaner.checkpoint' = '{{\"offsets\": {{\"0\": 2}}}}')")
+    summary = validate_table(spark, lake_config, table_name, raise_on_failure=False)
+    failed = [r for r in summary["rules"] if not r["success"]]
+    assert {r["rule"] for r in failed} >= {"one record per key", "the winner is right (offset strategy)"}
+    keyed = KeyHasher.from_environment(environ={"LAKECLEANER_KEY_HASH_SECRET": SECRET})
+    for rule in failed:
+        assert "alice" not in json.dumps(rule)
+        assert all(o["key_hash"] == keyed.digest('["alice@example.org"]') for o in rule["offending"]), rule
+
+
+def test_a_table_someone_else_created_under_the_quarantine_name_is_refused(spark, lake_config, table_name):
+    ref = _filled(spark, lake_config, table_name)
+    qref = quarantine_table(lake_config, ref)
+    spark.sql(f"CREATE TABLE {qref.sql()} (key string, note string) USING iceberg")
+    spark.sql(f"INSERT INTO {qref.sql()} VALUES ('alice', 'not the cleaner''s')")
+    with pytest.raises(ForgetError, match=rf"table {table_name}: {qref.short} exists but is not the cleaner's "
+                                          r"quarantine.*nothing deleted"):
+        forget(spark, lake_config, ForgetRequest(table_name, ({"key": "alice"},)))
+    with pytest.raises(CompactionError, match=rf"{qref.short} exists but is not the cleaner's quarantine"):
+        compact_table(spark, lake_config, table_name)  # alice's offsetless record would go there
+    assert spark.table(qref.sql()).count() == 1 and spark.table(ref.sql()).count() == 6
+
+
+def test_a_done_request_keeps_no_key_in_any_file_of_the_request_table(spark, lake_config, table_name):
+    _filled(spark, lake_config, table_name)
+    request = ForgetRequest(table_name, ({"key": "carol"},), requested_by="dpo")
+    enqueue(spark, lake_config, request, int(time.time() * 1000))
+    [pending] = [r for r in pending_requests(spark, lake_config) if r.request_id == request.request_id]
+    assert pending.keys == ({"key": "carol"},) and pending.requested_by == "dpo"
+    line = carry_out(spark, lake_config, pending, int(time.time() * 1000), INTERVAL, Attribution("run-1"), False)
+    assert line["status"] == "forgotten" and line["removed_records"] == 1
+    [row] = [r for r in _requests(spark, lake_config, table_name) if r["request_id"] == request.request_id]
+    assert (row["status"], row["key"], row["processed_by"]) == ("done", None, "run-1")
+    rows = _reachable_rows(spark, requests_ref(lake_config))
+    assert not [r for r in rows if r["request_id"] == request.request_id and r["key"]]
+
+
+def test_spark_computes_the_same_hmac_as_python_and_no_plan_shows_the_secret(spark):
+    from lakecleaner.keyhash import hash_sql, pads_join, register_pads
+
+    hasher = KeyHasher.from_environment(environ={"LAKECLEANER_KEY_HASH_SECRET": SECRET})
+    register_pads(spark, hasher)
+    messages = ["", "alice", '["tenant","7"]', "é😀\u0000\n", "x" * 1000]
+    spark.createDataFrame([(m,) for m in messages], "m string").createOrReplaceTempView("lc_test_messages")
+    query = f"SELECT m, {hash_sql(hasher, 'm')} AS h FROM lc_test_messages{pads_join(hasher)}"
+    df = spark.sql(query)
+    assert {r["m"]: r["h"] for r in df.collect()} == {m: hasher.digest(m) for m in messages}
+    plans = df._jdf.queryExecution().toString()  # parsed, analyzed, optimized and physical plans
+    ipad, opad = hasher.pads()
+    for secret in (SECRET, SECRET.encode().hex(), ipad.hex(), opad.hex()):
+        assert secret.lower() not in plans.lower() and secret not in query

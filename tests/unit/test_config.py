@@ -856,7 +856,7 @@ def test_known_quality_rule_names_load(tmp_path):
 
 def test_every_rule_the_suites_build_is_a_known_name():
     from lakecleaner.config import QUALITY_RULES
-    from lakecleaner.quality import build_history_rules, build_rules
+    from lakecleaner.quality import Forgotten, build_history_rules, build_rules
     from lakecleaner.rules import Checkpoint
 
     ckpt = Checkpoint(offsets={0: 9}, history=[(0, {0: 9}, 1)])
@@ -864,7 +864,9 @@ def test_every_rule_the_suites_build_is_a_known_name():
                             ("header", {"compaction.strategy": "header", "compaction.strategy.header": "v"}),
                             ("column", {"compaction.strategy": "column", "compaction.strategy.column": "ver"})):
         tc = resolve_table(TABLE, props, {**ALL_COLUMNS, "ver": "bigint"})
-        names = {r.name for r in build_rules(tc, ckpt, 10**12, 1, 5, 0.05)} | {r.name for r in build_history_rules(tc)}
+        rules = build_rules(tc, ckpt, 10**12, 1, 5, 0.05, forgotten=(Forgotten("(SELECT 1)", "sha2('', 256)"),))
+        names = {r.name for r in rules} | {r.name for r in build_history_rules(tc)}
+        assert "forgotten keys stay forgotten" in names
         assert names <= set(QUALITY_RULES), names - set(QUALITY_RULES)
 
 

@@ -1,28 +1,80 @@
-"""Erasure requests: key specs and the deadline (the README's bound), without Spark."""
+"""Erasure requests without Spark: the one key syntax (a JSON object per key), the keyed hash, and
+the deadline (the README's bound)."""
 import dataclasses
+import hashlib
+import hmac
 import re
 
 import pytest
 
 from lakecleaner.config import LONG_MAX, resolve_table, physical_deletion_deadline
-from lakecleaner.forget import ForgetError, parse_key
+from lakecleaner.erasure_requests import key_rows
+from lakecleaner.forget import scrub
+from lakecleaner.forget import ForgetError, ForgetRequest, parse_key
+from lakecleaner.keyhash import UNKEYED, KeyHasher, KeySecretError
 
 COLUMNS = {"key": "string", "offset": "bigint", "partition": "int", "value": "string"}
+SECRET = "0123456789abcdef0123456789abcdef"
 
 
-def test_a_one_column_key_takes_the_whole_text_as_its_value():
-    assert parse_key("ns.t", "a,b=c", ("key",)) == {"key": "a,b=c"}
-    assert parse_key("ns.t", "key=a,b", ("key",)) == {"key": "a,b"}
+def test_a_key_is_an_object_and_its_value_is_taken_as_it_is():
+    # no second syntax: 'key=alice' is the value 'key=alice', '-x' is '-x', commas are commas
+    assert parse_key("ns.t", {"key": "key=alice"}, ("key",)) == {"key": "key=alice"}
+    assert parse_key("ns.t", {"key": "-x,y"}, ("key",)) == {"key": "-x,y"}
+    assert parse_key("ns.t", {"id": 42, "tenant": 7}, ("tenant", "id")) == {"tenant": "7", "id": "42"}
+    assert parse_key("ns.t", {"flag": True}, ("flag",)) == {"flag": "true"}
 
 
-def test_a_composite_key_needs_every_column_once():
-    assert parse_key("ns.t", "id=42,tenant=7", ("tenant", "id")) == {"tenant": "7", "id": "42"}
-    assert parse_key("ns.t", {"tenant": 7, "id": 42}, ("tenant", "id")) == {"tenant": "7", "id": "42"}
-    for spec, problem in (("tenant=7", "missing key column(s) id"), ("tenant=7,id=1,x=2", "unknown key column(s) x"),
-                          ("tenant=7,tenant=8,id=1", "given twice"), ({"tenant": None, "id": 1}, "null")):
-        with pytest.raises(ForgetError, match=f"table ns.t: bad key: .*{re.escape(problem)}") as err:
+def test_a_bad_key_names_the_problem_never_the_value():
+    for spec, problem in (({"tenant": 7}, "missing key column(s) id"), ({"tenant": 7, "id": 1, "x": 2}, "unknown "
+                          "key column(s) x"), ({"tenant": None, "id": 1}, "null"), ("tenant=7,id=1", "must be an object"),
+                          ({"tenant": [7], "id": 1}, "an object or a list")):
+        with pytest.raises(ForgetError, match=f"table ns.t: .*{re.escape(problem)}") as err:
             parse_key("ns.t", spec, ("tenant", "id"))
-        assert "7" not in str(err.value)  # never the value
+        assert "7" not in str(err.value).replace("table ns.t", "") and err.value.rejected
+
+
+def test_key_lines_are_json_objects_and_errors_name_the_line_not_its_text():
+    assert key_rows(['{"key": "-x"}', "", '{"tenant": 7, "id": 42}'], "f") == [{"key": "-x"}, {"tenant": 7, "id": 42}]
+    for lines, problem in ((["alice"], "line 1 is not JSON"), (['{"k": 1}', '["secret"]'], "line 2 is not a JSON object"),
+                           ([], "no key given")):
+        with pytest.raises(ValueError, match=problem) as err:
+            key_rows(lines, "f")
+        assert "alice" not in str(err.value) and "secret" not in str(err.value)
+
+
+def test_an_error_text_loses_every_key_value_of_the_request():
+    request = ForgetRequest("ns.t", ({"key": "alice@example.org"}, {"key": "bob"}))
+    assert scrub("cannot cast 'alice@example.org' nor bob", request) == "cannot cast '<key>' nor <key>"
+    short = ForgetRequest("ns.t_12", ({"id": 1},))  # a whole word only: the table name keeps its digits
+    assert scrub("table ns.t_12: cannot cast 1 to date", short) == "table ns.t_12: cannot cast <key> to date"
+
+
+def test_the_keyed_hash_is_hmac_sha256_under_the_secret_and_names_its_key():
+    hasher = KeyHasher.from_environment("S", {"S": SECRET})
+    message = '["alice"]'
+    assert hasher.digest(message) == hmac.new(SECRET.encode(), message.encode(), hashlib.sha256).hexdigest()
+    assert hasher.scheme.startswith("hmac-sha256:") and SECRET not in hasher.scheme and SECRET not in repr(hasher)
+    other = KeyHasher.from_environment("S", {"S": SECRET[::-1]})
+    assert other.scheme != hasher.scheme and other.digest(message) != hasher.digest(message)
+    unkeyed = KeyHasher.from_environment("S", {})
+    assert unkeyed.scheme == UNKEYED and unkeyed.digest(message) == hashlib.sha256(message.encode()).hexdigest()
+
+
+def test_a_short_secret_is_refused_naming_the_variable_only():
+    with pytest.raises(KeySecretError, match="^S: the key-hash secret must be at least 16 bytes") as err:
+        KeyHasher.from_environment("S", {"S": "hunter2"})
+    assert "hunter2" not in str(err.value)
+
+
+def test_hmac_pads_follow_rfc_2104_for_long_secrets_too():
+    long = "x" * 100
+    hasher = KeyHasher.from_environment("S", {"S": long})
+    ipad, opad = hasher.pads()
+    key = hashlib.sha256(long.encode()).digest().ljust(64, b"\0")
+    inner = hashlib.sha256(ipad + b"m").digest()
+    assert hashlib.sha256(opad + inner).hexdigest() == hmac.new(long.encode(), b"m", hashlib.sha256).hexdigest()
+    assert ipad == bytes(b ^ 0x36 for b in key)
 
 
 def test_the_deadline_is_the_readme_bound():

@@ -1,0 +1,228 @@
+"""Erasure requests as an Iceberg table, ``<catalog>.<meta namespace>.forget_requests``, next to the
+audit: the one channel by which keys to erase reach the cleaner. Airflow never sees a key: the DAG
+run's conf, XCom, rendered fields, logs and spark-submit's argv carry request ids and counts only,
+and in every deploy mode the application reads the keys from the catalog it already reaches.
+
+Writing to the table is the permission to erase. A data-protection team writes rows with any SQL
+engine on the catalog (one row per key, rows of one request sharing its id)::
+
+    INSERT INTO lake.lakecleaner.forget_requests  -- request_id, table_name, key, requested_at, requested_by,
+    VALUES ('dpo-2026-118', 'crm.accounts', map('tenant', '7', 'id', '42'),  -- reason, status, and three
+            current_timestamp(), 'dpo@corp', 'art. 17 request 118', 'pending', NULL, NULL, NULL)  -- for the cleaner
+
+or with ``lakecleaner forget TABLE --keys FILE`` (JSON lines). Each DAG run carries out the pending
+ones before evaluating (lakecleaner.forget); a done or rejected request's keys are set to null and the
+table's older snapshots expired, so the request table does not keep the keys it exists to erase.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from .catalog import CompactionError, TableRef, create_unless_exists, first_line
+from .config import ConfigError, LakecleanerConfig
+from .forget import (DEFAULT_INTERVAL_MS, Attribution, ForgetError, ForgetRequest, as_text, forget,
+                     rewrite_and_expire, scrub, utc)
+from .strategies import ident, sql_string
+
+log = logging.getLogger(__name__)
+
+REQUESTS_TABLE = "forget_requests"
+REQUESTS_SCHEMA = (
+    "request_id string, table_name string, key map<string,string>, requested_at timestamp, requested_by string, "
+    "reason string, status string, processed_at timestamp, processed_by string, note string"
+)
+PENDING, DONE, REJECTED = "pending", "done", "rejected"
+# Copy-on-write: a request's keys, set to null when it is done, leave their data files at once (the
+# older snapshots are then expired), instead of lingering under a position delete.
+OWN_PROPERTIES = {"write.update.mode": "copy-on-write", "write.delete.mode": "copy-on-write",
+                  "write.merge.mode": "copy-on-write"}
+
+
+def requests_table(cfg: LakecleanerConfig) -> str:
+    return f"{ident(cfg.catalog.name)}.{ident(cfg.cleaner.meta_namespace)}.{ident(REQUESTS_TABLE)}"
+
+
+def requests_ref(cfg: LakecleanerConfig) -> TableRef:
+    return TableRef(cfg.catalog.name, cfg.cleaner.meta_namespace, REQUESTS_TABLE)
+
+
+def ensure_requests_table(spark, cfg: LakecleanerConfig) -> None:
+    props = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in OWN_PROPERTIES.items())
+    create_unless_exists(lambda: spark.sql(
+        f"CREATE NAMESPACE IF NOT EXISTS {ident(cfg.catalog.name)}.{ident(cfg.cleaner.meta_namespace)}"))
+    create_unless_exists(lambda: spark.sql(
+        f"CREATE TABLE IF NOT EXISTS {requests_table(cfg)} ({REQUESTS_SCHEMA}) USING iceberg TBLPROPERTIES ({props})"))
+
+
+@dataclass(frozen=True)
+class PendingRequest:
+    """What the Airflow side may know of a pending request: its id, table and number of keys."""
+    request_id: str
+    table: str
+    keys: int
+
+
+# ---------------------------------------------------------------- writing requests
+def key_rows(lines: Iterable[str], source: str) -> list[dict[str, Any]]:
+    """Keys as JSON lines, each an object {key column: value}: the one syntax for a key. Errors
+    name the line, never its text."""
+    keys = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            key = json.loads(line)
+        except ValueError:
+            raise ValueError(f"{source}: line {number} is not JSON (one object per line, e.g. "
+                             '{"tenant": 7, "id": 42})') from None
+        if not isinstance(key, dict) or not key:
+            raise ValueError(f"{source}: line {number} is not a JSON object naming the key columns")
+        keys.append(key)
+    if not keys:
+        raise ValueError(f"{source}: no key given")
+    return keys
+
+
+def enqueue(spark, cfg: LakecleanerConfig, request: ForgetRequest, now_ms: int) -> None:
+    """Write one request's keys as pending rows."""
+    from pyspark.sql.types import _parse_datatype_string
+
+    ensure_requests_table(spark, cfg)
+    rows = [(request.request_id, request.table, {str(k): as_text(v) for k, v in key.items()}, utc(now_ms),
+             request.requested_by, request.reason, PENDING, None, None, None) for key in request.keys]
+    spark.createDataFrame(rows, _parse_datatype_string(REQUESTS_SCHEMA)).writeTo(requests_table(cfg)).append()
+
+
+# ---------------------------------------------------------------- reading them
+def pending_requests(spark, cfg: LakecleanerConfig, ids: Iterable[str] = ()) -> list[ForgetRequest]:
+    """The pending requests (only ``ids``, when given), keys included: for the Spark application."""
+    if not spark.catalog.tableExists(requests_table(cfg).replace("`", "")):
+        return []
+    where = f"status = {sql_string(PENDING)}"
+    if ids := list(ids):
+        where += f" AND request_id IN ({', '.join(sql_string(i) for i in ids)})"
+    grouped: dict[tuple[str, str], dict] = {}
+    for r in spark.sql(f"SELECT * FROM {requests_table(cfg)} WHERE {where} ORDER BY requested_at").collect():
+        entry = grouped.setdefault((r["request_id"], r["table_name"]),
+                                   {"keys": [], "by": r["requested_by"], "reason": r["reason"]})
+        entry["keys"].append(dict(r["key"] or {}))
+    return [ForgetRequest(table, tuple(e["keys"]), request_id, e["by"], e["reason"])
+            for (request_id, table), e in grouped.items()]
+
+
+def list_pending(cfg: LakecleanerConfig, ids: Iterable[str] = ()) -> list[PendingRequest]:
+    """The pending requests without their keys, read through pyiceberg (no Spark): for the DAG, which
+    submits an application only when there is work and never reads a key column."""
+    from pyiceberg.expressions import EqualTo
+
+    from .metadata import MetadataReader
+
+    try:
+        tbl = MetadataReader(cfg).load(f"{cfg.cleaner.meta_namespace}.{REQUESTS_TABLE}")
+    except (FileNotFoundError, OSError):
+        return []
+    except Exception as exc:  # noqa: BLE001 - pyiceberg's NoSuchTableError and friends
+        if type(exc).__name__.startswith("NoSuch"):
+            return []
+        raise
+    if tbl.current_snapshot() is None:
+        return []
+    wanted = set(ids)
+    counts: dict[tuple[str, str], int] = {}
+    rows = tbl.scan(row_filter=EqualTo("status", PENDING), selected_fields=("request_id", "table_name")).to_arrow()
+    for r in rows.to_pylist():
+        if not wanted or r["request_id"] in wanted:
+            counts[(r["request_id"], r["table_name"])] = counts.get((r["request_id"], r["table_name"]), 0) + 1
+    return [PendingRequest(rid, table, n) for (rid, table), n in sorted(counts.items())]
+
+
+def finish(spark, cfg: LakecleanerConfig, request: ForgetRequest, status: str, note: str, by: Attribution) -> None:
+    """Close a request: its keys set to null, the outcome noted, and the table's older snapshots
+    expired so no file keeps the keys."""
+    processed_by = by.dag_run_id or "lakecleaner forget (CLI)"
+    spark.sql(f"UPDATE {requests_table(cfg)} SET key = NULL, status = {sql_string(status)}, "
+              f"processed_at = current_timestamp(), processed_by = {sql_string(processed_by)}, "
+              f"note = {sql_string(note)} WHERE request_id = {sql_string(request.request_id)} "
+              f"AND table_name = {sql_string(request.table)} AND status = {sql_string(PENDING)}")
+    rewrite_and_expire(spark, requests_ref(cfg))
+
+
+# ---------------------------------------------------------------- carrying them out
+def carry_out(spark, cfg: LakecleanerConfig, request: ForgetRequest, now_ms: int, interval_ms: int,
+              by: Attribution, dry_run: bool) -> dict:
+    """One request: its result line. A rejected request (bad key, refused table) is closed as such;
+    any other failure leaves it pending, to be retried (resumed, when its delete committed)."""
+    try:
+        result = forget(spark, cfg, request, now_ms, interval_ms, by, dry_run).as_dict()
+    except Exception as exc:  # noqa: BLE001 - this request's failure, named; the others go on
+        text = (str(exc) if isinstance(exc, (CompactionError, ConfigError))
+                else scrub(f"table {request.table}: {first_line(exc)}", request))
+        rejected = isinstance(exc, ForgetError) and exc.rejected
+        if rejected and not dry_run:
+            finish(spark, cfg, request, REJECTED, text, by)
+        return {"request_id": request.request_id, "table": request.table, "status": "failed", "error": text,
+                "rejected": rejected, "keys": len(request.keys)}
+    if not dry_run:
+        finish(spark, cfg, request, DONE, f"removed {result['removed_records']} record(s), "
+                                          f"{result['removed_quarantined']} from quarantine; physically removed: "
+                                          f"{result['physically_removed']}", by)
+    return result
+
+
+def job_main(argv: list[str] | None = None) -> int:
+    """The forget application: enqueue the CLI's keys (a file the CLI wrote, 0600) if given, then
+    carry out the pending requests (those named, or the one just enqueued); one result line per
+    request; exit 1 if any failed."""
+    import argparse
+
+    from .config import load_config
+    from .spark import get_spark
+    from .submit import format_result
+
+    p = argparse.ArgumentParser(prog="jobs/forget.py")
+    p.add_argument("--config")
+    p.add_argument("--request-id", action="append", default=[], help="only these pending requests")
+    p.add_argument("--enqueue-file", help="JSON lines of keys for a new request on --table")
+    p.add_argument("--table")
+    p.add_argument("--requested-by")
+    p.add_argument("--reason")
+    p.add_argument("--enqueue-only", action="store_true")
+    p.add_argument("--dry-run", action="store_true")
+    p.add_argument("--dag-run-id")
+    p.add_argument("--triggered-by")
+    p.add_argument("--now-ms", type=int)
+    p.add_argument("--interval-ms", type=int, default=DEFAULT_INTERVAL_MS)
+    args = p.parse_args(argv)
+    cfg = load_config(args.config)
+    now_ms = int(args.now_ms if args.now_ms is not None else time.time() * 1000)
+    by = Attribution(args.dag_run_id, args.triggered_by)
+    spark = get_spark(cfg, "lakecleaner-forget", set_master=False)
+    failed = 0
+    try:
+        ids = list(args.request_id)
+        if args.enqueue_file:
+            with open(args.enqueue_file) as f:
+                keys = key_rows(f, "keys")
+            request = ForgetRequest(args.table, tuple(keys), requested_by=args.requested_by, reason=args.reason)
+            if args.dry_run:  # what would go; nothing written, not even the request
+                line = carry_out(spark, cfg, request, now_ms, args.interval_ms, by, dry_run=True)
+                print(format_result(line), flush=True)
+                return 1 if line.get("status") == "failed" else 0
+            enqueue(spark, cfg, request, now_ms)
+            ids = [request.request_id]
+            if args.enqueue_only:
+                print(format_result({"request_id": request.request_id, "table": request.table,
+                                     "status": PENDING, "keys": len(keys)}), flush=True)
+                return 0
+        for request in pending_requests(spark, cfg, ids):
+            line = carry_out(spark, cfg, request, now_ms, args.interval_ms, by, args.dry_run)
+            failed += line.get("status") == "failed"
+            print(format_result(line), flush=True)
+    finally:
+        spark.stop()
+    return 1 if failed else 0
+
