@@ -21,8 +21,8 @@ log = logging.getLogger("lakecleaner")
 def evaluate_all(cfg: LakecleanerConfig, tables: Iterable[str] | None = None, now_ms: int | None = None,
                  namespaces: Iterable[str] = ()) -> list[Evaluation]:
     """One row per compacted table (of ``namespaces``, default cleaner.namespaces or all). A table
-    whose metadata cannot be read or whose config is invalid gets a row saying so; the others are
-    still evaluated."""
+    whose metadata, checkpoint or state cannot be read or whose config is invalid gets a row saying
+    so; the others are still evaluated."""
     now_ms = int(now_ms if now_ms is not None else time.time() * 1000)
     reader, store = MetadataReader(cfg, ManifestStatsCache(cfg)), StateStore(cfg)
     requested = list(tables or [])
@@ -47,11 +47,23 @@ def evaluate_all(cfg: LakecleanerConfig, tables: Iterable[str] | None = None, no
             out.append(Evaluation(name, "unreadable", str(exc) if str(exc).startswith(f"table {name}")
                                   else f"table {name}: cannot read cleaner state: {type(exc).__name__}: {exc}"))
             continue
-        out.append(evaluate_table(meta, now_ms, cfg.defaults, uncleanable))
+        out.append(_evaluated(meta, now_ms, cfg, uncleanable))
     for ev in out:
         if ev.max_compaction_lag_ms is not None and ev.max_compaction_delay_ms > 0:
             log.warning("lakecleaner: table %s is %d ms past max.compaction.lag.ms", ev.table, ev.max_compaction_delay_ms)
     return out
+
+
+def _evaluated(meta, now_ms: int, cfg: LakecleanerConfig, uncleanable: str | None) -> Evaluation:
+    """``evaluate_table``, whatever its table holds: a failure is that table's unreadable row (an
+    invalid checkpoint already is its own), never the end of the evaluation of every table."""
+    try:
+        return evaluate_table(meta, now_ms, cfg.defaults, uncleanable)
+    except Exception as exc:  # noqa: BLE001 - one table's failure must not stop the others
+        from .catalog import first_line
+
+        return Evaluation(meta.table, "unreadable",
+                          f"table {meta.table}: cannot evaluate: {type(exc).__name__}: {first_line(exc)[:300]}")
 
 
 EVALUATION_DOCUMENT = "evaluations/last.json"  # under the cleaner's state root, rewritten by each evaluate task
