@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .config import LakecleanerConfig
-from .state import local_path, read_document, write_document
+from .state import document_name, local_path, read_document, write_document
 
 log = logging.getLogger(__name__)
 
@@ -77,10 +77,11 @@ def _remove_unlisted_state(cfg: LakecleanerConfig, directory: Path, listed_table
     listed = set(listed_tables or ())
     if not listed or not directory.is_dir():
         return 0
+    listed_documents = _document_names(listed)
     documents: dict[str, list[Path]] = {}
     for path in directory.glob("*.json"):
         table = _state_table(path.name)
-        if table is not None and table not in listed:
+        if table is not None and path.name not in listed_documents:
             documents.setdefault(table, []).append(path)
     try:
         doc = read_document(cfg, UNLISTED_TABLES)
@@ -108,9 +109,21 @@ def _remove_unlisted_state(cfg: LakecleanerConfig, directory: Path, listed_table
     return count
 
 
+def _document_names(tables: Iterable[str]) -> set[str]:
+    """The state documents' names of these tables (a long name's is shortened: state.document_name)."""
+    names = set()
+    for table in tables:
+        try:
+            names.update(document_name(table, suffix) for suffix in ("", ".clear"))
+        except ValueError:  # not a table name: it has no state
+            continue
+    return names
+
+
 def _state_table(file_name: str) -> str | None:
     """The table a state document belongs to: ``ns.t.json`` or ``ns.t.clear.json`` (state.document_name;
-    names hold no dots of their own, so ``ns.clear.json`` is table ns.clear's)."""
+    names hold no dots of their own, so ``ns.clear.json`` is table ns.clear's). For a shortened name,
+    its readable prefix and hash stand for the table."""
     if file_name.startswith(".") or not file_name.endswith(".json"):
         return None  # a write's temporary file
     parts = file_name.removesuffix(".json").split(".")

@@ -13,7 +13,7 @@ from typing import Iterable
 from .config import LakecleanerConfig, is_compacted
 from .evaluate import Evaluation, cleaning_order, evaluate_table
 from .metadata import ManifestStatsCache, MetadataReader
-from .state import StateStore, TableState, write_document
+from .state import NAME_MAX, StateStore, TableState, shortened, write_document
 
 log = logging.getLogger("lakecleaner")
 
@@ -231,7 +231,20 @@ def alert(table: str, outcome: dict) -> None:
 # (its SparkSubmitOperator arguments: lakecleaner.submit)
 def report_name(run_id: str, index: int) -> str:
     """Where application ``index`` of a DAG run keeps its report (under the cleaner's state root)."""
-    return f"batches/{re.sub(r'[^A-Za-z0-9._-]', '_', run_id)}/app-{index}.json"
+    return f"batches/{run_directory(run_id)}/app-{index}.json"
+
+
+def run_directory(run_id: str) -> str:
+    """A DAG run's id as one directory name under batches/: Airflow's ids (``scheduled__2026-11-26
+    T07:00:00+00:00``) with every character but letters, digits, '.', '_' and '-' as '_', a long one
+    shortened. A run id no Airflow run has (empty, only dots, with a path separator or a control
+    character) is refused: it would name a directory outside batches/, or no directory at all."""
+    if not isinstance(run_id, str) or not run_id.strip("."):
+        raise ValueError(f"run id {run_id!r}: not a name for a run's directory (empty or only dots)")
+    if re.search(r"[/\\\x00-\x1f\x7f]", run_id):
+        raise ValueError(f"run id {run_id!r}: holds a path separator or a control character")
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
+    return name if len(name) <= NAME_MAX else shortened(name)
 
 
 def clean_args(app: Application, config_path: str, now_ms: int, *, run_name: str, interval_ms: int,

@@ -86,3 +86,22 @@ def test_a_backfill_or_a_bad_absence_record_never_hastens_a_state_removal(tmp_pa
     removed = prune_documents(cfg, now + 31 * DAY_MS, ["a.other"])
     assert removed["state_of_unlisted_tables"] == 0 and marked.exists() and not old_metrics.exists()
     assert prune_documents(cfg, now + 62 * DAY_MS, ["a.other"])["state_of_unlisted_tables"] == 1
+
+
+def test_a_long_listed_tables_state_stays_and_an_unlisted_ones_goes(tmp_path):
+    """A table name too long for a file has its state under a shortened name (state.document_name):
+    the name it is listed under still finds it."""
+    from lakecleaner.state import StateStore, document_name
+
+    cfg = LakecleanerConfig(catalog=CatalogConfig(warehouse=str(tmp_path / "wh")),
+                            cleaner=CleanerConfig(own_files_retention_days=30))
+    listed, dropped = "a." + "t" * 240 + "1", "a." + "t" * 240 + "2"
+    for table in (listed, dropped):
+        StateStore(cfg).clear(table)
+    state = Path(cfg.state_root) / "state"
+    for path in state.iterdir():
+        os.utime(path, (time.time() - 400 * 86_400,) * 2)
+    now = int(time.time() * 1000)
+    assert prune_documents(cfg, now, [listed])["state_of_unlisted_tables"] == 0
+    assert prune_documents(cfg, now + 31 * DAY_MS, [listed])["state_of_unlisted_tables"] == 1
+    assert [p.name for p in state.iterdir()] == [document_name(listed, ".clear")]

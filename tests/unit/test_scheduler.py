@@ -1,4 +1,6 @@
 """The scheduler's plain helpers the DAG wires together (no Airflow, no Spark)."""
+import pytest
+
 from lakecleaner import scheduler
 
 
@@ -62,9 +64,22 @@ def test_an_application_never_outlives_the_interval_by_its_budget():
 
 
 def test_report_names_are_safe_paths_per_run_and_application():
-    name = scheduler.report_name("manual__2026-11-23T07:00:00+00:00/../x", 3)
-    assert name == "batches/manual__2026-11-23T07_00_00_00_00_.._x/app-3.json"
-    assert "/" not in name.split("/")[1]
+    assert (scheduler.report_name("scheduled__2026-11-26T07:00:00+00:00", 3)
+            == "batches/scheduled__2026-11-26T07_00_00_00_00/app-3.json")
+    assert scheduler.report_name("manual__2026-11-23T07:00:00.123+00:00", 0).startswith("batches/manual__2026")
+    assert scheduler.report_name("..x", 1) == "batches/..x/app-1.json"
+    long = scheduler.report_name("manual__" + "x" * 300, 0).split("/")
+    assert len(long) == 3 and len(long[1]) <= 255
+
+
+@pytest.mark.parametrize("run_id, problem", [
+    ("..", "only dots"), (".", "only dots"), ("", "empty"), ("a/../../x", "path separator"),
+    ("../x", "path separator"), ("a\\b", "path separator"), ("a\0b", "control character"), ("a\nb", "control character"),
+])
+def test_a_run_id_that_would_leave_batches_is_refused_by_name(run_id, problem):
+    with pytest.raises(ValueError, match="^run id ") as err:
+        scheduler.report_name(run_id, 0)
+    assert problem in str(err.value) and repr(run_id) in str(err.value)
 
 
 def test_summary_tells_each_tables_outcome_from_its_applications_report():
