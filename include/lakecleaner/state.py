@@ -246,6 +246,29 @@ def write_document(cfg: LakecleanerConfig, name: str, document: dict) -> str:
     return location
 
 
+def move_aside(cfg: LakecleanerConfig, name: str, now_ms: int) -> str:
+    """Keep a document this cleaner cannot read next to where it was, as ``<name>.corrupt-<now_ms>``
+    (document_name leaves room for the mark), so that no writer replaces what it held. On a local
+    disk a rename; elsewhere through pyiceberg's FileIO, a copy then a delete. Returns its location."""
+    import os
+
+    from pyiceberg.io import load_file_io
+
+    source = f"{cfg.state_root}/{_checked_name(name)}"
+    target = f"{cfg.state_root}/{_checked_name(f'{name}{CORRUPT_MARK}{int(now_ms)}')}"
+    local = local_path(source)
+    if local is not None:
+        os.replace(local, local_path(target))
+        return target
+    io = load_file_io(cfg.catalog.pyiceberg_properties_resolved(), source)
+    with io.new_input(source).open() as fh:
+        data = fh.read()
+    with io.new_output(target).create(overwrite=False) as fh:
+        fh.write(data)
+    io.delete(source)
+    return target
+
+
 def read_document(cfg: LakecleanerConfig, name: str) -> dict | None:
     """A document written by ``write_document``; None if there is none."""
     from pyiceberg.io import load_file_io
