@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .config import LakecleanerConfig
-from .state import local_path, read_document, write_document
+from .state import document_name, local_path, read_document, write_document
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +35,9 @@ def prune_documents(cfg: LakecleanerConfig, now_ms: int, listed_tables: Iterable
     metrics documents earlier versions wrote (metrics now go to Airflow's Stats), application
     reports, data-quality results (each table's newest kept), GX's stored validations with
     their Data Docs pages and, given the run's full listing of compacted tables, the state of
-    tables no longer in it. Returns how many of each went. Object-store state
-    roots are left to the store's lifecycle rules."""
+    tables of this deployment's namespaces no longer in it. Returns how many of each went. A
+    symbolic link below the state root is neither followed nor removed: what it points at is not
+    the cleaner's. Object-store state roots are left to the store's lifecycle rules."""
     root = local_path(cfg.state_root)
     if root is None:
         return {}
@@ -44,43 +45,45 @@ def prune_documents(cfg: LakecleanerConfig, now_ms: int, listed_tables: Iterable
     base = Path(root)
     gx = base / "quality" / "gx"
     removed = {
-        "metrics": _remove_older(base / "metrics", "*.json", cutoff_s),
-        "application_reports": _remove_older(base / "batches", "*", cutoff_s),
-        "validations": _remove_older(gx / "uncommitted" / "validations", "**/*.json", cutoff_s),
-        "data_docs_pages": _remove_older(gx / "uncommitted" / "data_docs" / "local_site" / "validations",
+        "metrics": _remove_older(base, base / "metrics", "*.json", cutoff_s),
+        "application_reports": _remove_older(base, base / "batches", "*", cutoff_s),
+        "validations": _remove_older(base, gx / "uncommitted" / "validations", "**/*.json", cutoff_s),
+        "data_docs_pages": _remove_older(base, gx / "uncommitted" / "data_docs" / "local_site" / "validations",
                                          "**/*.html", cutoff_s),
         "quality_results": 0,
     }
-    results = base / "quality" / "results"
-    for table_dir in (results.iterdir() if results.is_dir() else ()):
-        newest_first = sorted(table_dir.glob("*.json"), key=_mtime, reverse=True)
+    for table_dir in _entries(base, base / "quality" / "results", "*"):
+        newest_first = sorted(_entries(base, table_dir, "*.json"), key=_mtime, reverse=True)
         for path in newest_first[1:]:
             if _mtime(path) < cutoff_s:
                 path.unlink(missing_ok=True)
                 removed["quality_results"] += 1
     try:  # last, and on its own: a fault here must not stop the pruning above, run after run
-        removed["state_of_unlisted_tables"] = _remove_unlisted_state(cfg, base / "state", listed_tables, now_ms)
+        removed["state_of_unlisted_tables"] = _remove_unlisted_state(cfg, base, listed_tables, now_ms)
     except Exception as exc:  # noqa: BLE001 - housekeeping never decides a run
         log.warning("lakecleaner: cannot prune the state of unlisted tables: %s", exc)
         removed["state_of_unlisted_tables"] = 0
     return removed
 
 
-def _remove_unlisted_state(cfg: LakecleanerConfig, directory: Path, listed_tables: Iterable[str] | None,
+def _remove_unlisted_state(cfg: LakecleanerConfig, base: Path, listed_tables: Iterable[str] | None,
                            now_ms: int) -> int:
     """The failure counts and uncleanable mark of a table the catalog no longer lists as compacted
     (dropped, or its cleanup.policy changed) go once it has been missing from every listing for
     the retention and its documents are as old: a table recreated under the same name later starts
     clean, not marked, while one a listing missed once (a catalog hiccup) keeps its state. When
     each table went missing is kept in UNLISTED_TABLES. Nothing happens on an empty listing,
-    likelier a catalog fault than a catalog emptied."""
+    likelier a catalog fault than a catalog emptied. Only tables of this deployment's namespaces
+    (cleaner.namespaces; every namespace when it names none) are considered: another deployment
+    sharing the state root lists its own."""
     listed = set(listed_tables or ())
-    if not listed or not directory.is_dir():
+    if not listed:
         return 0
+    listed_documents = _document_names(listed)
     documents: dict[str, list[Path]] = {}
-    for path in directory.glob("*.json"):
+    for path in _entries(base, base / "state", "*.json"):
         table = _state_table(path.name)
-        if table is not None and table not in listed:
+        if table is not None and path.name not in listed_documents and _ours(cfg, table):
             documents.setdefault(table, []).append(path)
     try:
         doc = read_document(cfg, UNLISTED_TABLES)
@@ -89,11 +92,12 @@ def _remove_unlisted_state(cfg: LakecleanerConfig, directory: Path, listed_table
         doc = None
     since = doc.get("first_unlisted_ms") if isinstance(doc, dict) else None
     since = since if isinstance(since, dict) else {}
+    others = {t: at for t, at in since.items() if not _ours(cfg, t)}  # another deployment's clocks
     # A backfill's now is its interval's end, in the past: a table it finds missing is missing
     # from now on, not since then (or the next run would count the whole gap as absence).
     now_ms = max(now_ms, int(time.time() * 1000))
     cutoff_ms = retention_cutoff_ms(cfg, now_ms)
-    still_missing, count = {}, 0
+    still_missing, count = dict(others), 0
     for table, paths in documents.items():
         first = since.get(table)
         first = first if isinstance(first, int) and not isinstance(first, bool) else now_ms
@@ -108,9 +112,29 @@ def _remove_unlisted_state(cfg: LakecleanerConfig, directory: Path, listed_table
     return count
 
 
+def _ours(cfg: LakecleanerConfig, table: str) -> bool:
+    """The table (as _state_table names it) is in a namespace this deployment cleans. A shortened
+    name whose prefix ends inside the namespace cannot say which: it is not ours to remove."""
+    namespaces = cfg.cleaner.namespaces
+    namespace, dot, _ = table.partition(".")
+    return not namespaces or (bool(dot) and "~" not in namespace and namespace in namespaces)
+
+
+def _document_names(tables: Iterable[str]) -> set[str]:
+    """The state documents' names of these tables (a long name's is shortened: state.document_name)."""
+    names = set()
+    for table in tables:
+        try:
+            names.update(document_name(table, suffix) for suffix in ("", ".clear"))
+        except ValueError:  # not a table name: it has no state
+            continue
+    return names
+
+
 def _state_table(file_name: str) -> str | None:
     """The table a state document belongs to: ``ns.t.json`` or ``ns.t.clear.json`` (state.document_name;
-    names hold no dots of their own, so ``ns.clear.json`` is table ns.clear's)."""
+    names hold no dots of their own, so ``ns.clear.json`` is table ns.clear's). For a shortened name,
+    its readable prefix and hash stand for the table."""
     if file_name.startswith(".") or not file_name.endswith(".json"):
         return None  # a write's temporary file
     parts = file_name.removesuffix(".json").split(".")
@@ -126,12 +150,30 @@ def _mtime(path: Path) -> float:
         return float("inf")  # gone meanwhile: nothing to remove
 
 
-def _remove_older(directory: Path, pattern: str, cutoff_s: float) -> int:
-    if not directory.is_dir():
-        return 0
+def _unlinked(base: Path, path: Path) -> bool:
+    """No symbolic link on the way from the state root to ``path``, ``path`` included."""
+    current = base
+    for part in path.relative_to(base).parts:
+        current = current / part
+        if current.is_symlink():
+            return False
+    return True
+
+
+def _entries(base: Path, directory: Path, pattern: str) -> list[Path]:
+    """``directory.glob(pattern)`` without a path that is or passes through a symbolic link."""
+    if not _unlinked(base, directory) or not directory.is_dir():
+        return []
+    return [path for path in directory.glob(pattern) if _unlinked(base, path)]
+
+
+def _remove_older(base: Path, directory: Path, pattern: str, cutoff_s: float) -> int:
     count = 0
-    for path in list(directory.glob(pattern)):
-        newest = max((_mtime(f) for f in path.rglob("*") if f.is_file()), default=0.0) if path.is_dir() else _mtime(path)
+    for path in _entries(base, directory, pattern):
+        inside = list(path.rglob("*")) if path.is_dir() else []
+        if any(f.is_symlink() for f in inside):
+            continue  # removing the directory would remove a link: left to whoever made it
+        newest = max((_mtime(f) for f in inside if f.is_file()), default=0.0) if path.is_dir() else _mtime(path)
         if newest >= cutoff_s:  # a directory (a run's reports) goes when its newest file is old
             continue
         if path.is_dir():

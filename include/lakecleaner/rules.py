@@ -214,9 +214,20 @@ class Checkpoint:
     def from_json(cls, text: str | None) -> "Checkpoint":
         """The stored checkpoint, checked for the shape ``to_json`` writes: anything else (a hand
         edit, a half-written value, another tool's property) raises CheckpointError, never a
-        TypeError from deep inside a run."""
+        TypeError from deep inside a run; nor a RecursionError (a hostile value of nested brackets
+        would otherwise stop every reader, the whole evaluation with it). The value is never shown."""
         if text is None or not str(text).strip():
             return cls()
+        if len(text) > MAX_CHECKPOINT_CHARS:
+            raise CheckpointError(f"{len(text)} characters, more than the {MAX_CHECKPOINT_CHARS} a checkpoint "
+                                  "this cleaner writes may take")
+        try:
+            return cls._parsed(text)
+        except RecursionError:
+            raise CheckpointError("nested too deeply to be a checkpoint") from None
+
+    @classmethod
+    def _parsed(cls, text: str) -> "Checkpoint":
         try:
             data = json.loads(text)
         except ValueError as exc:
@@ -233,6 +244,10 @@ class Checkpoint:
                    history=[_history_entry(h, i) for i, h in enumerate(history)],
                    retained=_offsets_from_json(data.get("retained", {}), "retained"))
 
+
+# The longest lakecleaner.checkpoint read. A checkpoint of 1,000 partitions whose every history entry
+# (MAX_HISTORY_ENTRIES of them) moved every partition takes 4 MB; anything longer is refused unparsed.
+MAX_CHECKPOINT_CHARS = 8 * 2**20
 
 # History entries kept at most. Merging two entries dates the older one's offsets at the newer one's
 # time: their tombstones are judged first cleaned later, so they expire later, never early.

@@ -13,7 +13,7 @@ from typing import Iterable
 from .config import LakecleanerConfig, is_compacted
 from .evaluate import Evaluation, cleaning_order, evaluate_table
 from .metadata import ManifestStatsCache, MetadataReader
-from .state import StateStore, TableState, write_document
+from .state import NAME_MAX, StateStore, TableState, shortened, write_document
 
 log = logging.getLogger("lakecleaner")
 
@@ -21,8 +21,8 @@ log = logging.getLogger("lakecleaner")
 def evaluate_all(cfg: LakecleanerConfig, tables: Iterable[str] | None = None, now_ms: int | None = None,
                  namespaces: Iterable[str] = ()) -> list[Evaluation]:
     """One row per compacted table (of ``namespaces``, default cleaner.namespaces or all). A table
-    whose metadata cannot be read or whose config is invalid gets a row saying so; the others are
-    still evaluated."""
+    whose metadata, checkpoint or state cannot be read or whose config is invalid gets a row saying
+    so; the others are still evaluated."""
     now_ms = int(now_ms if now_ms is not None else time.time() * 1000)
     reader, store = MetadataReader(cfg, ManifestStatsCache(cfg)), StateStore(cfg)
     requested = list(tables or [])
@@ -47,11 +47,23 @@ def evaluate_all(cfg: LakecleanerConfig, tables: Iterable[str] | None = None, no
             out.append(Evaluation(name, "unreadable", str(exc) if str(exc).startswith(f"table {name}")
                                   else f"table {name}: cannot read cleaner state: {type(exc).__name__}: {exc}"))
             continue
-        out.append(evaluate_table(meta, now_ms, cfg.defaults, uncleanable))
+        out.append(_evaluated(meta, now_ms, cfg, uncleanable))
     for ev in out:
         if ev.max_compaction_lag_ms is not None and ev.max_compaction_delay_ms > 0:
             log.warning("lakecleaner: table %s is %d ms past max.compaction.lag.ms", ev.table, ev.max_compaction_delay_ms)
     return out
+
+
+def _evaluated(meta, now_ms: int, cfg: LakecleanerConfig, uncleanable: str | None) -> Evaluation:
+    """``evaluate_table``, whatever its table holds: a failure is that table's unreadable row (an
+    invalid checkpoint already is its own), never the end of the evaluation of every table."""
+    try:
+        return evaluate_table(meta, now_ms, cfg.defaults, uncleanable)
+    except Exception as exc:  # noqa: BLE001 - one table's failure must not stop the others
+        from .catalog import first_line
+
+        return Evaluation(meta.table, "unreadable",
+                          f"table {meta.table}: cannot evaluate: {type(exc).__name__}: {first_line(exc)[:300]}")
 
 
 EVALUATION_DOCUMENT = "evaluations/last.json"  # under the cleaner's state root, rewritten by each evaluate task
@@ -219,7 +231,20 @@ def alert(table: str, outcome: dict) -> None:
 # (its SparkSubmitOperator arguments: lakecleaner.submit)
 def report_name(run_id: str, index: int) -> str:
     """Where application ``index`` of a DAG run keeps its report (under the cleaner's state root)."""
-    return f"batches/{re.sub(r'[^A-Za-z0-9._-]', '_', run_id)}/app-{index}.json"
+    return f"batches/{run_directory(run_id)}/app-{index}.json"
+
+
+def run_directory(run_id: str) -> str:
+    """A DAG run's id as one directory name under batches/: Airflow's ids (``scheduled__2026-11-26
+    T07:00:00+00:00``) with every character but letters, digits, '.', '_' and '-' as '_', a long one
+    shortened. A run id no Airflow run has (empty, only dots, with a path separator or a control
+    character) is refused: it would name a directory outside batches/, or no directory at all."""
+    if not isinstance(run_id, str) or not run_id.strip("."):
+        raise ValueError(f"run id {run_id!r}: not a name for a run's directory (empty or only dots)")
+    if re.search(r"[/\\\x00-\x1f\x7f]", run_id):
+        raise ValueError(f"run id {run_id!r}: holds a path separator or a control character")
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
+    return name if len(name) <= NAME_MAX else shortened(name)
 
 
 def clean_args(app: Application, config_path: str, now_ms: int, *, run_name: str, interval_ms: int,

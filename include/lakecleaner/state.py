@@ -16,6 +16,7 @@ error naming the table, never a silent default.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from dataclasses import dataclass
@@ -173,13 +174,37 @@ class StateStore:
 
 
 # ---------------------------------------------------------------- documents under the state root
+NAME_MAX = 255  # bytes in a file name (ext4, XFS, APFS), whatever the path's length
+CORRUPT_MARK = ".corrupt-"  # a document moved aside: <name>.corrupt-<epoch ms> (move_aside)
+# A state document's name, short enough that its corrupt copy's name fits NAME_MAX too.
+DOCUMENT_NAME_MAX = NAME_MAX - len(CORRUPT_MARK) - 13
+SHORTENED_KEEP = 160  # characters of a shortened name kept readable before its hash
+
+
 def document_name(table: str, suffix: str = "") -> str:
     """``namespace.table`` as a file name under the state root, checked: a name is never a path
-    (no separators, no '..'), whoever supplied it."""
+    (no separators, no '..'), whoever supplied it. A name too long for a file (a table name near
+    the limit) is shortened: a readable prefix and a hash of the table name. A shorter name is
+    unchanged, so state written before still reads."""
     parts = table.split(".") if isinstance(table, str) else []
     if len(parts) != 2 or not all(IDENT.fullmatch(p) for p in parts):
         raise ValueError(f"table {table!r}: invalid table name: expected namespace.table, letters, digits and _ only")
-    return f"{table}{suffix}.json"
+    name = f"{table}{suffix}.json"
+    return name if len(name) <= DOCUMENT_NAME_MAX else f"{shortened(table)}{suffix}.json"
+
+
+def shortened(stem: str) -> str:
+    """``stem`` as a name of at most SHORTENED_KEEP + 17 characters: its first characters, then a
+    hash of all of it after '~' (in no table name or run id), so two long names never meet."""
+    return f"{stem[:SHORTENED_KEEP]}~{hashlib.sha256(stem.encode()).hexdigest()[:16]}"
+
+
+def _checked_name(name: str) -> str:
+    """A document's name under the state root is a relative path that stays there: no empty, '.'
+    or '..' component, no NUL, whoever built it (a --report argument among them)."""
+    if not isinstance(name, str) or "\0" in name or any(p in ("", ".", "..") for p in name.split("/")):
+        raise ValueError(f"document name {name!r}: not a relative path under the state root")
+    return name
 
 
 def local_path(location: str) -> str | None:
@@ -195,13 +220,15 @@ def write_document(cfg: LakecleanerConfig, name: str, document: dict) -> str:
     import os
     import threading
 
-    location = f"{cfg.state_root}/{name}"
+    location = f"{cfg.state_root}/{_checked_name(name)}"
     data = json.dumps(document, sort_keys=True, default=str).encode()
     local = local_path(location)
     if local is not None:
         # The temporary name is unique per process and thread (the only possible concurrent writers
-        # of one document); tempfile.mkstemp's random names cost more than the write itself.
-        tmp = os.path.join(os.path.dirname(local), f".tmp-{os.path.basename(local)}-{os.getpid()}-{threading.get_ident()}")
+        # of one document; a thread writes one at a time, so a long name's first 200 characters
+        # do); tempfile.mkstemp's random names cost more than the write itself.
+        tmp = os.path.join(os.path.dirname(local),
+                           f".tmp-{os.path.basename(local)[:200]}-{os.getpid()}-{threading.get_ident()}")
         try:
             fh = open(tmp, "wb")
         except FileNotFoundError:
@@ -219,11 +246,34 @@ def write_document(cfg: LakecleanerConfig, name: str, document: dict) -> str:
     return location
 
 
+def move_aside(cfg: LakecleanerConfig, name: str, now_ms: int) -> str:
+    """Keep a document this cleaner cannot read next to where it was, as ``<name>.corrupt-<now_ms>``
+    (document_name leaves room for the mark), so that no writer replaces what it held. On a local
+    disk a rename; elsewhere through pyiceberg's FileIO, a copy then a delete. Returns its location."""
+    import os
+
+    from pyiceberg.io import load_file_io
+
+    source = f"{cfg.state_root}/{_checked_name(name)}"
+    target = f"{cfg.state_root}/{_checked_name(f'{name}{CORRUPT_MARK}{int(now_ms)}')}"
+    local = local_path(source)
+    if local is not None:
+        os.replace(local, local_path(target))
+        return target
+    io = load_file_io(cfg.catalog.pyiceberg_properties_resolved(), source)
+    with io.new_input(source).open() as fh:
+        data = fh.read()
+    with io.new_output(target).create(overwrite=False) as fh:
+        fh.write(data)
+    io.delete(source)
+    return target
+
+
 def read_document(cfg: LakecleanerConfig, name: str) -> dict | None:
     """A document written by ``write_document``; None if there is none."""
     from pyiceberg.io import load_file_io
 
-    location = f"{cfg.state_root}/{name}"
+    location = f"{cfg.state_root}/{_checked_name(name)}"
     local = local_path(location)
     if local is not None:
         try:

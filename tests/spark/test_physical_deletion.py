@@ -183,3 +183,32 @@ def test_a_keyless_log_end_record_keeps_the_checkpoint_valid_through_maintenance
     assert max(r["offset"] for r in spark.table(ref.sql()).collect()) == 2  # the log end is still there
     ev = {e.table: e for e in evaluate_all(lake_config, [table_name], now_ms=now + 2 * hour)}[table_name]
     assert ev.dirty_ratio == 0.0 and ev.max_compaction_delay_ms == 0 and "reset" not in ev.reason, ev
+
+
+def test_a_corrupt_append_times_record_fails_only_its_tables_maintenance(spark, lake_config, table_name):
+    """Its times are never replaced: the document is moved aside, the table's maintenance fails
+    naming it before any snapshot expires, and the next table's maintenance runs as usual."""
+    from pathlib import Path
+
+    from lakecleaner.batch import BatchRequest, clean_tables
+    from lakecleaner.state import local_path
+
+    tables = [table_name, f"{table_name}_next"]
+    now = int(time.time() * 1000)
+    for name in tables:
+        ref = create_compacted_table(spark, lake_config, name, {})
+        append(spark, ref, [{"key": "a", "offset": 0, "partition": 0, "value": "v0"}])
+        compact_table(spark, lake_config, name, now_ms=now)
+        append(spark, ref, [{"key": "a", "offset": 1, "partition": 0, "value": "v1"}])
+    record = Path(local_path(lake_config.state_root)) / "append_times" / f"{table_name}.json"
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text('{"1": 17')
+    snapshots = f"SELECT count(*) AS n FROM lake.{table_name}.snapshots"
+    before = spark.sql(snapshots).collect()[0]["n"]
+    corrupt, ok = clean_tables(spark, lake_config, BatchRequest(tuple(tables), now, steps=("maintain",)),
+                               emit=lambda line: None)
+    assert corrupt.status == "failed" and corrupt.failed_step == "maintain", corrupt
+    assert corrupt.error.startswith(f"table {table_name}: append times ") and str(record) in corrupt.error
+    assert spark.sql(snapshots).collect()[0]["n"] == before  # nothing expired
+    assert not record.exists() and [p.read_text() for p in record.parent.glob(f"{record.name}.corrupt-*")] == ['{"1": 17']
+    assert ok.status == "ok" and ok.steps["maintain"]["snapshots_expired"] >= 1, ok

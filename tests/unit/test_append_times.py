@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from lakecleaner.append_times import read_append_times, record_append_times
+from lakecleaner.append_times import AppendTimesError, read_append_times, record_append_times
 from lakecleaner.config import CatalogConfig, LakecleanerConfig
 
 
@@ -20,14 +20,39 @@ def test_times_come_from_the_table_or_the_record_and_only_live_ids_are_kept(cfg)
     assert read_append_times(cfg, "ns.other") == {}
 
 
-def test_an_unreadable_record_is_said_and_read_as_none(cfg, caplog):
-    path = Path(cfg.state_root.removeprefix("file:")) / "append_times" / "ns.t.json"
-    path.parent.mkdir(parents=True)
-    path.write_text('{"1": "not a time"')
-    assert read_append_times(cfg, "ns.t") == {}
+@pytest.mark.parametrize("content", ['{"1": "not a time"', "", "[1, 2]", '{"1": "100"}', '{"x": 100}', '{"1": true}'])
+def test_a_corrupt_record_is_moved_aside_and_fails_the_tables_maintenance_loudly(cfg, caplog, content):
+    """Never replaced: its times are kept next to it for an operator, the table's maintenance fails
+    naming the table and the document (before it expires a snapshot), the other tables go on."""
+    directory = Path(cfg.state_root) / "append_times"
+    record_append_times(cfg, "ns.other", [1], {1: 100})
+    (directory / "ns.t.json").write_text(content)
+    assert read_append_times(cfg, "ns.t") == {}  # a reader says so and goes on
     assert "ns.t: unreadable append times" in caplog.text
-    assert record_append_times(cfg, "ns.t", [5], {5: 500}) == {5: 500}  # rewritten whole
-    assert read_append_times(cfg, "ns.t") == {5: 500}
+    with pytest.raises(AppendTimesError, match=r"^table ns\.t: append times \S*append_times/ns\.t\.json are corrupt"
+                       ) as err:
+        record_append_times(cfg, "ns.t", [5], {5: 500})
+    kept = [p for p in directory.iterdir() if p.name.startswith("ns.t.json.corrupt-")]
+    assert len(kept) == 1 and kept[0].read_text() == content and str(kept[0]) in str(err.value)
+    assert not (directory / "ns.t.json").exists()  # nothing replaced it
+    assert record_append_times(cfg, "ns.other", [1, 2], {2: 200}) == {1: 100, 2: 200}
+    assert record_append_times(cfg, "ns.t", [5], {5: 500}) == {5: 500}  # the next maintenance starts anew
+    assert kept[0].read_text() == content
+
+
+def test_a_record_that_cannot_be_read_at_all_stays_where_it_is(cfg, monkeypatch):
+    from lakecleaner import append_times
+
+    record_append_times(cfg, "ns.t", [1], {1: 100})
+
+    def unreachable(cfg, name):
+        raise OSError("the object store is unreachable")
+
+    monkeypatch.setattr(append_times, "read_document", unreachable)
+    with pytest.raises(AppendTimesError, match=r"^table ns\.t: append times .* cannot be read \(OSError"):
+        record_append_times(cfg, "ns.t", [1], {})
+    monkeypatch.undo()
+    assert read_append_times(cfg, "ns.t") == {1: 100}
 
 
 def test_a_table_name_never_becomes_a_path(cfg):

@@ -86,3 +86,73 @@ def test_a_backfill_or_a_bad_absence_record_never_hastens_a_state_removal(tmp_pa
     removed = prune_documents(cfg, now + 31 * DAY_MS, ["a.other"])
     assert removed["state_of_unlisted_tables"] == 0 and marked.exists() and not old_metrics.exists()
     assert prune_documents(cfg, now + 62 * DAY_MS, ["a.other"])["state_of_unlisted_tables"] == 1
+
+
+def test_a_long_listed_tables_state_stays_and_an_unlisted_ones_goes(tmp_path):
+    """A table name too long for a file has its state under a shortened name (state.document_name):
+    the name it is listed under still finds it."""
+    from lakecleaner.state import StateStore, document_name
+
+    cfg = LakecleanerConfig(catalog=CatalogConfig(warehouse=str(tmp_path / "wh")),
+                            cleaner=CleanerConfig(own_files_retention_days=30))
+    listed, dropped = "a." + "t" * 240 + "1", "a." + "t" * 240 + "2"
+    for table in (listed, dropped):
+        StateStore(cfg).clear(table)
+    state = Path(cfg.state_root) / "state"
+    for path in state.iterdir():
+        os.utime(path, (time.time() - 400 * 86_400,) * 2)
+    now = int(time.time() * 1000)
+    assert prune_documents(cfg, now, [listed])["state_of_unlisted_tables"] == 0
+    assert prune_documents(cfg, now + 31 * DAY_MS, [listed])["state_of_unlisted_tables"] == 1
+    assert [p.name for p in state.iterdir()] == [document_name(listed, ".clear")]
+
+
+def test_state_of_another_deployments_namespaces_is_never_pruned(tmp_path):
+    """Two deployments share a state root, each cleaning its own namespaces: neither prunes the
+    other's uncleanable marks, nor restarts the other's absence clocks."""
+    from lakecleaner.state import StateStore
+
+    root = str(tmp_path / "shared")
+    ours, theirs = (LakecleanerConfig(catalog=CatalogConfig(warehouse=str(tmp_path / name)),
+                                      cleaner=CleanerConfig(own_files_retention_days=30, state_location=root,
+                                                            namespaces=namespaces, uncleanable_after_failures=1))
+                    for name, namespaces in (("wa", ("a",)), ("wb", ("b", "c"))))
+    for table in ("a.dropped", "b.marked", "c.dropped"):
+        StateStore(ours).record_failure(table, "boom", now_ms=1)
+    state = Path(root) / "state"
+    for path in state.iterdir():
+        os.utime(path, (time.time() - 400 * 86_400,) * 2)
+    now = int(time.time() * 1000)
+    assert prune_documents(ours, now, ["a.listed"])["state_of_unlisted_tables"] == 0
+    assert prune_documents(theirs, now + 10 * DAY_MS, ["b.marked"])["state_of_unlisted_tables"] == 0
+    assert prune_documents(ours, now + 31 * DAY_MS, ["a.listed"])["state_of_unlisted_tables"] == 1
+    assert sorted(p.name for p in state.iterdir()) == ["b.marked.json", "c.dropped.json"]
+    assert StateStore(theirs).get("b.marked").uncleanable
+    assert prune_documents(theirs, now + 41 * DAY_MS, ["b.marked"])["state_of_unlisted_tables"] == 1
+    assert sorted(p.name for p in state.iterdir()) == ["b.marked.json"]
+
+
+def test_pruning_never_follows_nor_removes_a_symbolic_link(tmp_path):
+    cfg = LakecleanerConfig(catalog=CatalogConfig(warehouse=str(tmp_path / "wh")),
+                            cleaner=CleanerConfig(own_files_retention_days=30))
+    outside = tmp_path / "outside"
+    for name in ("r1.json", "r2.json", "state.json", "report.json"):
+        (outside / "dir").mkdir(parents=True, exist_ok=True)
+        (outside / "dir" / name).write_text("{}")
+    old = time.time() - 400 * 86_400
+    for path in (outside / "dir").iterdir():
+        os.utime(path, (old, old))
+    base = Path(cfg.state_root)
+    links = {base / "quality" / "results" / "a.t": outside / "dir", base / "metrics": outside / "dir",
+             base / "batches" / "run-link": outside / "dir", base / "state" / "a.gone.json": outside / "dir" / "state.json",
+             base / "batches" / "run-real" / "escape": outside / "dir"}
+    for link, target in links.items():
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(target)
+    stale = _aged(cfg, "batches/run-old/app-0.json", 40, {})
+    _aged(cfg, "batches/run-real/app-0.json", 40, {})
+    now = int(time.time() * 1000)
+    for later in (0, 31, 62):
+        prune_documents(cfg, now + later * DAY_MS, ["a.listed"])
+    assert not stale.exists() and all(link.is_symlink() for link in links)
+    assert sorted(p.name for p in (outside / "dir").iterdir()) == ["r1.json", "r2.json", "report.json", "state.json"]

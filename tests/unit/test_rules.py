@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from lakecleaner.strategies import decode_version_header, encode_version_header, is_tombstone, order_key
 from lakecleaner.rules import (
+    MAX_CHECKPOINT_CHARS,
     MAX_HISTORY_ENTRIES,
     NO_PARTITION,
     Checkpoint,
@@ -775,6 +776,28 @@ def test_a_checkpoint_not_written_by_the_cleaner_is_a_named_error(text, problem)
     with pytest.raises(CheckpointError) as err:
         Checkpoint.from_json(text)
     assert str(err.value).startswith("invalid checkpoint: ") and problem in str(err.value)
+
+
+HOSTILE = "[" * 3000 + "]" * 3000  # 6 KB of nested brackets: json.loads raises RecursionError
+
+
+@pytest.mark.parametrize("text, problem", [
+    (HOSTILE, "nested too deeply"), ('{"history": ' + HOSTILE + "}", "nested too deeply"),
+    ("[" * 5000, "nested too deeply"),
+    ('{"offsets": {' + '"0": 1, ' * (MAX_CHECKPOINT_CHARS // 8) + '"1": 2}}', f"more than the {MAX_CHECKPOINT_CHARS}"),
+])
+def test_a_hostile_or_oversized_checkpoint_is_a_named_error_that_never_shows_the_value(text, problem):
+    with pytest.raises(CheckpointError) as err:
+        Checkpoint.from_json(text)
+    assert str(err.value).startswith("invalid checkpoint: ") and problem in str(err.value)
+    assert len(str(err.value)) < 200 and "[[[" not in str(err.value)
+
+
+def test_the_checkpoint_cap_holds_a_thousand_partitions_with_a_full_history():
+    offsets = {p: 10**12 + p for p in range(1000)}
+    ck = Checkpoint(offsets, [(1_800_000_000_000 + i, dict(offsets), 5) for i in range(MAX_HISTORY_ENTRIES)], offsets)
+    text = ck.to_json()
+    assert 2 * len(text) <= MAX_CHECKPOINT_CHARS and Checkpoint.from_json(text) == ck
 
 
 def test_checkpoint_past_the_log_end_is_reset_for_that_partition_only():

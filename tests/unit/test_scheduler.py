@@ -1,4 +1,6 @@
 """The scheduler's plain helpers the DAG wires together (no Airflow, no Spark)."""
+import pytest
+
 from lakecleaner import scheduler
 
 
@@ -62,9 +64,22 @@ def test_an_application_never_outlives_the_interval_by_its_budget():
 
 
 def test_report_names_are_safe_paths_per_run_and_application():
-    name = scheduler.report_name("manual__2026-11-23T07:00:00+00:00/../x", 3)
-    assert name == "batches/manual__2026-11-23T07_00_00_00_00_.._x/app-3.json"
-    assert "/" not in name.split("/")[1]
+    assert (scheduler.report_name("scheduled__2026-11-26T07:00:00+00:00", 3)
+            == "batches/scheduled__2026-11-26T07_00_00_00_00/app-3.json")
+    assert scheduler.report_name("manual__2026-11-23T07:00:00.123+00:00", 0).startswith("batches/manual__2026")
+    assert scheduler.report_name("..x", 1) == "batches/..x/app-1.json"
+    long = scheduler.report_name("manual__" + "x" * 300, 0).split("/")
+    assert len(long) == 3 and len(long[1]) <= 255
+
+
+@pytest.mark.parametrize("run_id, problem", [
+    ("..", "only dots"), (".", "only dots"), ("", "empty"), ("a/../../x", "path separator"),
+    ("../x", "path separator"), ("a\\b", "path separator"), ("a\0b", "control character"), ("a\nb", "control character"),
+])
+def test_a_run_id_that_would_leave_batches_is_refused_by_name(run_id, problem):
+    with pytest.raises(ValueError, match="^run id ") as err:
+        scheduler.report_name(run_id, 0)
+    assert problem in str(err.value) and repr(run_id) in str(err.value)
 
 
 def test_summary_tells_each_tables_outcome_from_its_applications_report():
@@ -138,3 +153,52 @@ def test_evaluate_json_rows_carry_the_plan_in_plan_order():
     assert [(r["table"], r["plan_rank"]) for r in rows] == [
         ("a.late", 1), ("a.dirty", 2), ("a.clean", None), ("a.bad", None)]
     assert set(evs[0].as_dict()) <= set(rows[0])  # every field of today's rows is kept
+
+
+class _Lake:
+    """MetadataReader's stand-in over a few tables' metadata."""
+
+    tables: dict = {}
+
+    def __init__(self, cfg, cache=None):
+        pass
+
+    def list_tables(self, namespaces=()):
+        return sorted(self.tables)
+
+    def read(self, name):
+        return self.tables[name]
+
+
+def test_one_hostile_table_never_stops_the_evaluation_of_the_others(tmp_path, monkeypatch):
+    """A checkpoint of nested brackets is its table's invalid checkpoint, a table whose evaluation
+    fails in any other way its unreadable row; every other table is evaluated as usual."""
+    from lakecleaner import evaluate
+    from lakecleaner.config import CatalogConfig, LakecleanerConfig
+    from lakecleaner.evaluate import FileStat, TableMetadata
+
+    columns = {"key": "string", "offset": "bigint", "value": "string"}
+    compacted = {"cleanup.policy": "compact"}
+    files = [FileStat(100, 0, 9, 0)]
+    _Lake.tables = {
+        "a.hostile": TableMetadata("a.hostile", {**compacted, "lakecleaner.checkpoint": "[" * 3000 + "]" * 3000},
+                                   columns, files),
+        "a.broken": TableMetadata("a.broken", compacted, columns, files),
+        "a.fine": TableMetadata("a.fine", compacted, columns, files)}
+    real = evaluate.evaluate_table
+
+    def evaluate_table(meta, *args):
+        if meta.table == "a.broken":
+            raise RecursionError("maximum recursion depth exceeded")
+        return real(meta, *args)
+
+    monkeypatch.setattr(scheduler, "MetadataReader", _Lake)
+    monkeypatch.setattr(scheduler, "evaluate_table", evaluate_table)
+    cfg = LakecleanerConfig(catalog=CatalogConfig(warehouse=str(tmp_path)))
+    rows = {e.table: e for e in scheduler.evaluate_all(cfg, now_ms=10_000)}
+    assert rows["a.fine"].eligible
+    assert rows["a.hostile"].status == "invalid checkpoint"
+    assert rows["a.hostile"].reason.startswith("table a.hostile: invalid checkpoint: nested too deeply")
+    assert "lakecleaner.checkpoint" in rows["a.hostile"].reason and "[[" not in rows["a.hostile"].reason
+    assert rows["a.broken"].status == "unreadable"
+    assert rows["a.broken"].reason == "table a.broken: cannot evaluate: RecursionError: maximum recursion depth exceeded"

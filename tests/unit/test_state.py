@@ -132,3 +132,29 @@ def test_one_empty_results_file_hides_only_that_run(cfg):
     (Path(cfg.state_root.removeprefix("file:")) / "quality" / "results" / "a.t" / "run2.json").write_text("")
     assert [r["table"] for r in list_results(cfg)] == ["b.t", "a.t"]
     assert [r["now_ms"] for r in list_results(cfg, "a.t")] == [1]
+
+
+@pytest.mark.parametrize("length", [200, 220, 240, 255])
+def test_a_table_name_near_the_limit_has_its_state_written_and_read(cfg, length):
+    """Each document's name and its temporary name fit a file name (255 bytes); a long name keeps
+    a readable prefix and a hash, so two long names that share a prefix keep separate state."""
+    from lakecleaner.state import NAME_MAX, document_name
+
+    table, twin = "ns." + "t" * (length - 4) + "a", "ns." + "t" * (length - 4) + "b"
+    store = StateStore(cfg)
+    store.record_failure(table, "boom", now_ms=10)
+    store.clear(twin)
+    store.record_failure(twin, "bang", now_ms=20)
+    assert store.get(table).last_error == "boom" and store.get(twin).last_error == "bang"
+    assert store.get(table).consecutive_failures == store.get(twin).consecutive_failures == 1
+    names = [p.name for p in _state_dir(cfg).iterdir()]
+    assert len(names) == 3 and all(len(n.encode()) <= NAME_MAX for n in names)
+    assert all(n.startswith("ns.tttt") for n in names)
+    assert document_name("a.t") == "a.t.json" and document_name("a.t", ".clear") == "a.t.clear.json"
+
+
+def test_a_document_name_never_leaves_the_state_root(cfg, tmp_path):
+    for bad in ("../outside.json", "batches/../../outside.json", "/outside.json", "batches//x.json", "a\0.json"):
+        with pytest.raises(ValueError, match="not a relative path under the state root"):
+            write_document(cfg, bad, {})
+    assert not (tmp_path / "outside.json").exists() and not Path("/outside.json").exists()
