@@ -44,7 +44,7 @@ from airflow.sdk import AssetAlias, Param, TriggerRule, dag, task
 from airflow.sdk.exceptions import AirflowFailException
 
 from lakecleaner import assets, metrics, notify, scheduler
-from lakecleaner.config import load_config
+from lakecleaner.config import ConfigError, load_config
 from lakecleaner.housekeeping import prune_documents
 from lakecleaner.state import read_document
 from lakecleaner.submit import jobs_dir, operator_options
@@ -140,6 +140,7 @@ def lakecleaner():
         from lakecleaner.state import StateStore
 
         cfg = load_config()  # honours LAKECLEANER_CONFIG
+        notify.load_notifiers(cfg.notifiers)  # a bad notifiers: entry fails the run here, naming it
         for table in params["clear_uncleanable"]:
             try:
                 StateStore(cfg).clear(table)
@@ -232,7 +233,11 @@ def lakecleaner():
                                        now_ms)
             for alert in alerts:
                 log.warning("lakecleaner: alert %s", alert.message)
-            notify_errors = notify.send(cfg.notifiers, alerts, context)
+            try:
+                notifiers = notify.load_notifiers(cfg.notifiers)
+            except ConfigError as exc:  # the config changed since evaluate checked it
+                notifiers, notify_errors = (), [str(exc)]
+            notify_errors += notify.send(notifiers, alerts, context)
             try:  # the cleaner's own files, bounded like any table's
                 log.info("lakecleaner: removed old documents: %s", prune_documents(cfg, now_ms, [e["table"] for e in evaluations]))
             except Exception as exc:  # noqa: BLE001 - housekeeping never decides the run
