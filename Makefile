@@ -4,6 +4,8 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+# A value as one shell word, whatever it holds: a checkout path may have spaces, quotes or $(...) in it.
+shq = '$(subst ','\'',$(1))'
 
 .PHONY: install demo test unit bench chaos lint lint-py clean airflow airflow-pg browser-deps pg-deps
 
@@ -53,16 +55,16 @@ airflow: export PATH := $(CURDIR)/$(BIN):$(PATH)
 airflow: $(STAMP)
 	$(BIN)/airflow db migrate
 	$(BIN)/python -m lakecleaner.airflow_setup
-	@echo "Airflow UI: http://localhost:8080, user admin, password in $(AIRFLOW_HOME_DIR)/simple_auth_manager_passwords.json.generated (written on first start)"
+	@echo Airflow UI: http://localhost:8080, user admin, password in $(call shq,$(AIRFLOW_HOME_DIR)/simple_auth_manager_passwords.json.generated) "(written on first start)"
 	$(BIN)/airflow standalone
 
 # The same with Airflow's metadata database on a local PostgreSQL (Debian's; the cluster is kept in
 # airflow_home/postgres and stopped with Airflow), so LocalExecutor really runs cleaner.threads
 # applications at once. AIRFLOW_PG_PORT picks its port (default: a free one).
 airflow-pg: $(STAMP) pg-deps
-	$(BIN)/python -m lakecleaner.localpg --dir $(AIRFLOW_HOME_DIR)/postgres --database airflow \
-		$(if $(AIRFLOW_PG_PORT),--port $(AIRFLOW_PG_PORT)) -- \
-		$(MAKE) --no-print-directory airflow AIRFLOW_HOME_DIR=$(AIRFLOW_HOME_DIR)
+	$(BIN)/python -m lakecleaner.localpg --dir $(call shq,$(AIRFLOW_HOME_DIR)/postgres) --database airflow \
+		$(if $(AIRFLOW_PG_PORT),--port $(call shq,$(AIRFLOW_PG_PORT))) -- \
+		$(MAKE) --no-print-directory airflow  # AIRFLOW_HOME_DIR: as given to this make (MAKEFLAGS), or the same default
 
 lint: $(STAMP) lint-py
 	$(BIN)/hadolint Dockerfile

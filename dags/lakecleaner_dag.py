@@ -44,7 +44,7 @@ from airflow.sdk import AssetAlias, Param, TriggerRule, dag, task
 from airflow.sdk.exceptions import AirflowFailException
 
 from lakecleaner import assets, metrics, notify, scheduler
-from lakecleaner.config import load_config
+from lakecleaner.config import ConfigError, load_config
 from lakecleaner.housekeeping import prune_documents
 from lakecleaner.state import read_document
 from lakecleaner.submit import jobs_dir, operator_options
@@ -63,20 +63,19 @@ SCHEDULE = None if SCHEDULE.strip().lower() == "none" else SCHEDULE
 def on_clean_failure(context) -> None:
     """An application's task failed. If the application died while cleaning tables (its report
     names tables in progress), count their failures and alert, as the application would have; a
-    table that merely failed was already recorded by the application."""
+    table that merely failed was already recorded by the application. The config and the report
+    come from the environment and the task's own run id and map index, not from XCom."""
     ti = context["ti"]
-    apps = ti.xcom_pull(task_ids="evaluate", key="applications") or []
-    app = apps[ti.map_index] if 0 <= ti.map_index < len(apps) else None
-    if app is None:
-        log.error("lakecleaner: cannot tell which tables task %s (map index %s) cleaned", ti.task_id, ti.map_index)
+    if ti.map_index < 0:
+        log.error("lakecleaner: cannot tell which application task %s ran (not a mapped instance)", ti.task_id)
         return
-    cfg = load_config(app["config"])
-    report = read_document(cfg, app["report"])
+    cfg = load_config()
+    report = read_document(cfg, scheduler.report_name(ti.run_id, ti.map_index))
     if report is None or report.get("finished"):
         return
     for table in report.get("in_progress") or []:
         error = f"table {table}: the Spark application died while cleaning it: {context.get('exception')}"
-        outcome = scheduler.record_outcome(cfg, table, False, error, app["now_ms"])
+        outcome = scheduler.record_outcome(cfg, table, False, error, _now_ms(context))
         scheduler.alert(table, {**outcome, "error": error})
 
 
@@ -151,6 +150,7 @@ def lakecleaner():
         from lakecleaner.state import StateStore
 
         cfg = load_config()  # honours LAKECLEANER_CONFIG
+        notify.load_notifiers(cfg.notifiers)  # a bad notifiers: entry fails the run here, naming it
         for table in params["clear_uncleanable"]:
             try:
                 StateStore(cfg).clear(table)
@@ -181,10 +181,8 @@ def lakecleaner():
             log.warning("lakecleaner: cannot record the evaluation for the UI: %s", exc)
         config_path = str(Path(cfg.source).resolve())
         run_id = context["dag_run"].run_id
-        planned = [{"index": a.index, "tables": a.tables, "priorities": [j.priority for j in a.jobs],
-                    "work_bytes": a.work_bytes, "report": scheduler.report_name(run_id, a.index),
-                    "config": config_path, "now_ms": now_ms} for a in apps]
-        context["ti"].xcom_push(key="applications", value=planned)
+        # ids and figures only: the late tasks derive every path they open (report_name, load_config)
+        context["ti"].xcom_push(key="applications", value=scheduler.planned_applications(apps, now_ms))
         if not apps:
             return []
         shared = operator_options(cfg, _package_dir())
@@ -197,7 +195,7 @@ def lakecleaner():
                      ", ".join(a.tables))
         return [{"name": a.label, **shared, "application_args": scheduler.clean_args(
                     a, config_path, now_ms, run_name=run_name, interval_ms=interval_ms, budget_s=budget_s,
-                    report=p["report"], dry_run=params["dry_run"])} for a, p in zip(apps, planned)]
+                    report=scheduler.report_name(run_id, a.index), dry_run=params["dry_run"])} for a in apps]
 
     # One Spark application per packed group of tables; the UI names each instance by its tables.
     clean = SparkSubmitOperator.partial(
@@ -212,14 +210,14 @@ def lakecleaner():
         evaluations = ti.xcom_pull(task_ids="evaluate", key="evaluations") or []
         apps = ti.xcom_pull(task_ids="evaluate", key="applications") or []
         states = ti.get_task_states(dag_id=ti.dag_id, run_ids=[ti.run_id], task_ids=["clean"]).get(ti.run_id, {})
-        cfg = load_config(apps[0]["config"]) if apps else load_config()
-        now_ms = apps[0]["now_ms"] if apps else _now_ms(context)
+        cfg = load_config()  # the DAG's (LAKECLEANER_CONFIG), as evaluate's: XCom names no path
+        now_ms = _now_ms(context)
         reports, history = {}, []
         for app in apps:
             try:
-                reports[app["index"]] = read_document(cfg, app["report"])
+                reports[app["index"]] = read_document(cfg, scheduler.report_name(ti.run_id, app["index"]))
             except Exception as exc:  # noqa: BLE001 - the application's tables then show as not run
-                log.warning("lakecleaner: cannot read the report of application %d: %s", app["index"], exc)
+                log.warning("lakecleaner: cannot read an application's report: %s", exc)
         if apps:
             try:
                 history = scheduler.run_history(cfg, now_ms, [t for a in apps for t in a["tables"]])
@@ -243,7 +241,11 @@ def lakecleaner():
                                        now_ms)
             for alert in alerts:
                 log.warning("lakecleaner: alert %s", alert.message)
-            notify_errors = notify.send(cfg.notifiers, alerts, context)
+            try:
+                notifiers = notify.load_notifiers(cfg.notifiers)
+            except ConfigError as exc:  # the config changed since evaluate checked it
+                notifiers, notify_errors = (), [str(exc)]
+            notify_errors += notify.send(notifiers, alerts, context)
             try:  # the cleaner's own files, bounded like any table's
                 log.info("lakecleaner: removed old documents: %s", prune_documents(cfg, now_ms, [e["table"] for e in evaluations]))
             except Exception as exc:  # noqa: BLE001 - housekeeping never decides the run
@@ -264,17 +266,18 @@ def lakecleaner():
     # asset events are dropped. An event per table compacted this run, through one alias.
     @task(trigger_rule=TriggerRule.ALL_DONE, outlets=[AssetAlias(assets.ALIAS)])
     def announce(**context) -> list[str]:
-        apps = context["ti"].xcom_pull(task_ids="evaluate", key="applications") or []
+        ti = context["ti"]
+        apps = ti.xcom_pull(task_ids="evaluate", key="applications") or []
         if not apps:
             return []
-        cfg = load_config(apps[0]["config"])
+        cfg = load_config()  # as summary: the environment's config, reports named from the run id
         outcomes = []
         for app in apps:
             try:
-                outcomes += (read_document(cfg, app["report"]) or {}).get("outcomes", [])
+                outcomes += (read_document(cfg, scheduler.report_name(ti.run_id, app["index"])) or {}).get("outcomes", [])
             except Exception as exc:  # noqa: BLE001 - that application's tables announce nothing; summary says why
-                log.warning("lakecleaner: cannot read the report of application %d: %s", app["index"], exc)
-        events = assets.compaction_events(cfg.catalog.name, outcomes, apps[0]["now_ms"])
+                log.warning("lakecleaner: cannot read an application's report: %s", exc)
+        events = assets.compaction_events(cfg.catalog.name, outcomes, _now_ms(context))
         assets.add_events(context["outlet_events"], events)
         return [e.uri for e in events]
 

@@ -316,7 +316,7 @@ def main() -> int:
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="lakecleaner-chaos-") as tmp, localpg.local_postgres() as server:
         work = Path(tmp)
-        cfg = LakecleanerConfig(catalog=localpg.jdbc_catalog(server.port, work / "warehouse", "chaos"),
+        cfg = LakecleanerConfig(catalog=localpg.jdbc_catalog(server, work / "warehouse", "chaos"),
                                 spark=SparkConfig(master="local[2]", driver_memory="1g",
                                                   conf={"spark.jars": f"{iceberg_runtime_jar()},{localpg.JDBC_JAR}"}))
         spark = get_spark(cfg, "lakecleaner-chaos")

@@ -34,17 +34,17 @@ def lake_config(warehouse, tmp_path_factory) -> LakecleanerConfig:
 
 @pytest.fixture(scope="session")
 def postgres():
-    """A throwaway PostgreSQL cluster (lakecleaner.localpg) with a database ``iceberg``; yields its port."""
+    """A throwaway PostgreSQL cluster (lakecleaner.localpg) with a database ``iceberg``."""
     from lakecleaner import localpg
 
     if not localpg.available():
         pytest.fail(localpg.MISSING)
     with localpg.local_postgres() as server:
-        yield server.port
+        yield server
 
 
-def pg_catalog_config(port: int, warehouse: Path, name: str = "pglake") -> LakecleanerConfig:
-    return LakecleanerConfig(catalog=jdbc_catalog(port, warehouse, name),
+def pg_catalog_config(server, warehouse: Path, name: str = "pglake") -> LakecleanerConfig:
+    return LakecleanerConfig(catalog=jdbc_catalog(server, warehouse, name),
                              spark=SparkConfig(master="local[2]", driver_memory="1g", conf=_jars()))
 
 

@@ -55,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", help="YAML config (default: $LAKECLEANER_CONFIG or include/lakecleaner.yaml)")
     args = parser.parse_args(argv)
     cfg = load_config(args.config)
+    from .notify import load_notifiers
+
+    load_notifiers(cfg.notifiers)  # a bad notifiers: entry is said now, not at the first run
     create_pool(cfg)
     print(f"lakecleaner: pool {POOL} has {cfg.cleaner.threads} slot(s) (cleaner.threads in {cfg.source})")
     for problem in problems():

@@ -83,7 +83,8 @@ def record_history(spark, cfg: LakecleanerConfig, stats: dict) -> None:
     row = {f.name: None for f in schema.fields}
     row.update({k: v for k, v in stats.items() if k in row and k != "checkpoint"})
     row["table_name"] = stats["table"]
-    row["started_at"] = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    # aware: PySpark reads a naive datetime as the driver's local time, whatever the session's zone
+    row["started_at"] = dt.datetime.now(dt.timezone.utc)
     row["checkpoint"] = json.dumps(stats.get("checkpoint")) if stats.get("checkpoint") is not None else None
     try:
         ensure_history_table(spark, cfg)

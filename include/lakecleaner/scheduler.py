@@ -230,7 +230,11 @@ def alert(table: str, outcome: dict) -> None:
 # ---------------------------------------------------------------- what the Airflow DAG needs (no Airflow here)
 # (its SparkSubmitOperator arguments: lakecleaner.submit)
 def report_name(run_id: str, index: int) -> str:
-    """Where application ``index`` of a DAG run keeps its report (under the cleaner's state root)."""
+    """Where application ``index`` of a DAG run keeps its report (under the cleaner's state root).
+    The DAG's late tasks derive it from their run id and the application's index, never read a
+    path back from XCom: users with XCom edit rights can change XCom."""
+    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+        raise ValueError(f"application index {index!r} is not a non-negative integer")
     return f"batches/{run_directory(run_id)}/app-{index}.json"
 
 
@@ -245,6 +249,13 @@ def run_directory(run_id: str) -> str:
         raise ValueError(f"run id {run_id!r}: holds a path separator or a control character")
     name = re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
     return name if len(name) <= NAME_MAX else shortened(name)
+
+
+def planned_applications(apps: list[Application], now_ms: int) -> list[dict]:
+    """What ``evaluate`` tells the late tasks (XCom) about each application: ids and figures, no
+    path (they take the config from the environment and the reports from ``report_name``)."""
+    return [{"index": a.index, "tables": a.tables, "priorities": [j.priority for j in a.jobs],
+             "work_bytes": a.work_bytes, "now_ms": now_ms} for a in apps]
 
 
 def clean_args(app: Application, config_path: str, now_ms: int, *, run_name: str, interval_ms: int,

@@ -18,4 +18,4 @@ class RecordingNotifier(BaseNotifier):
     def notify(self, context) -> None:
         with open(self.path, "a") as out:
             out.write(json.dumps({"message": self.message, "alert": context["alert"],
-                                  "run_id": context["dag_run"].run_id}) + "\n")
+                                  "run_id": getattr(context.get("dag_run"), "run_id", None)}) + "\n")

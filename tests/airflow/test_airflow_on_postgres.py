@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from lakecleaner.config import config_document
-from lakecleaner.localpg import free_port, stop_group
+from lakecleaner.localpg import free_port, kept_password, stop_group
 from lakecleaner.model import compact
 from lakecleaner.rules import Checkpoint
 from lakecleaner.tables import append, create_compacted_table, read_model_records
@@ -48,7 +48,6 @@ class AirflowPg:
         self.home = Path(tempfile.mkdtemp(prefix="lakecleaner-airflow-pg-", dir="/tmp"))
         os.chmod(self.home, 0o755)
         self.pg_port, api_port = free_port(), free_port()
-        self.db_url = f"postgresql+psycopg2://postgres@127.0.0.1:{self.pg_port}/airflow"
         self.env = {**{k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")},
                     "LAKECLEANER_CONFIG": str(config), "LAKECLEANER_SCHEDULE": "none",
                     "AIRFLOW__API__PORT": str(api_port), "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{api_port}",
@@ -65,10 +64,19 @@ class AirflowPg:
                                           f"AIRFLOW_PG_PORT={self.pg_port}"], cwd=REPO, env=self.env, stdout=out,
                                          stderr=subprocess.STDOUT, start_new_session=True)
 
+    @property
+    def db_url(self) -> str:
+        """Airflow's database, with the password localpg generated (known once it made the cluster)."""
+        from urllib.parse import quote
+
+        password = quote(kept_password(self.home / "postgres"), safe="")
+        return f"postgresql+psycopg2://postgres:{password}@127.0.0.1:{self.pg_port}/airflow"
+
     def query(self, sql: str, *args) -> list[tuple]:
         import psycopg2
 
-        with psycopg2.connect(host="127.0.0.1", port=self.pg_port, user="postgres", dbname="airflow") as db:
+        with psycopg2.connect(host="127.0.0.1", port=self.pg_port, user="postgres", dbname="airflow",
+                              password=kept_password(self.home / "postgres")) as db:
             with db.cursor() as cur:
                 cur.execute(sql, args)
                 return cur.fetchall()

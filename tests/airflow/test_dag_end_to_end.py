@@ -275,7 +275,7 @@ def test_a_backfill_applies_the_policy_as_of_each_interval_end(first_run, dagbag
         (app,) = _xcom(run, "evaluate", "applications")
         assert app["tables"] == [CLEAN] and app["now_ms"] == _ms(end)
         assert _task_states(run)[("clean", 0)] == "success"
-        (outcome,) = read_document(dag_config, app["report"])["outcomes"]
+        (outcome,) = read_document(dag_config, scheduler.report_name(run.run_id, app["index"]))["outcomes"]
         assert outcome["status"] == "ok" and outcome["steps"]["compact"]["status"] == "dry_run"
         assert outcome["steps"]["maintain"]["status"] == "skipped" and outcome["steps"]["validate"]["success"]
     history = scheduler.run_history(dag_config, tables=[CLEAN])
@@ -297,7 +297,7 @@ def test_an_application_that_dies_mid_table_has_that_table_counted(first_run, da
                                              "clear_uncleanable": []})
     assert run.state == "failed" and _task_states(run)[("clean", 0)] == "failed"
     (app,) = _xcom(run, "evaluate", "applications")
-    report = read_document(dag_config, app["report"])
+    report = read_document(dag_config, scheduler.report_name(run.run_id, app["index"]))
     assert report["in_progress"] == [table] and not report["finished"]
     row = _outcomes(run)[table]
     assert row["status"] == "failed" and row["failed_step"] == "application"

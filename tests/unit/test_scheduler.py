@@ -82,6 +82,20 @@ def test_a_run_id_that_would_leave_batches_is_refused_by_name(run_id, problem):
     assert problem in str(err.value) and repr(run_id) in str(err.value)
 
 
+def test_the_late_tasks_get_ids_from_xcom_and_derive_the_paths_they_open():
+    """XCom can be edited by users with XCom edit rights: evaluate puts no path in it, and an
+    application index read back from it names a report only when it is an index."""
+    apps = scheduler.pack([scheduler.Job("a.one", 1, "r", 10), scheduler.Job("a.two", 2, "r", 5)], 2)
+    planned = scheduler.planned_applications(apps, 7)
+    assert planned == [{"index": 0, "tables": ["a.one"], "priorities": [1], "work_bytes": 10, "now_ms": 7},
+                       {"index": 1, "tables": ["a.two"], "priorities": [2], "work_bytes": 5, "now_ms": 7}]
+    assert [scheduler.report_name("run", a["index"]) for a in planned] == ["batches/run/app-0.json",
+                                                                           "batches/run/app-1.json"]
+    for index in ("../../etc/x", "0", -1, True, 1.0, None):
+        with pytest.raises(ValueError, match="is not a non-negative integer"):
+            scheduler.report_name("run", index)
+
+
 def test_summary_tells_each_tables_outcome_from_its_applications_report():
     apps = [{"index": 0, "tables": ["a.ok", "a.dq", "a.late"], "priorities": [1, 3, 5]},
             {"index": 1, "tables": ["a.bad", "a.dying", "a.never"], "priorities": [2, 4, 6]},
