@@ -2,9 +2,13 @@
 outcome worked out by hand. The same cases run on the reference model (tests/unit/test_model.py,
 synthetic append times) and on the Spark job (tests/spark/test_cases_on_spark.py, real commits).
 
-Time is relative: a run's ``now`` is ("batch", i, delta) = append time of batch i + delta, or
-("run", k, delta) = the now of run k + delta. ``expect`` per run: the surviving (partition, offset)
-pairs, and optionally removals by reason and the offsets the run copies to quarantine.
+Time is relative: a run's ``now`` is ("batch", i, delta) = append time of batch i + delta,
+("run", k, delta) = the now of run k + delta, or ("clean", k, delta) = when run k really cleaned +
+delta: the later of its now and its commit (rules.first_clean_time), from which a tombstone's
+delete.retention.ms counts. A run commits after its now (seconds on Spark, COMMIT_LAG_MS in the
+model), so ("run", k, retention) is still inside the horizon of a tombstone run k cleaned first.
+``expect`` per run: the surviving (partition, offset) pairs, and optionally removals by reason and
+the offsets the run copies to quarantine.
 """
 from __future__ import annotations
 
@@ -87,7 +91,7 @@ CASES = [
           [r(6, "z", "x")]],
          [Run(("batch", 0, 1), {(0, 1), (0, 3), (0, 5)}, {(0, 0): S, (0, 2): S, (0, 4): S}, after_batch=0),
           # next run: the two tombstones (3, 5) are past delete.retention.ms=0; the null value is not a delete
-          Run(("run", 0, 1), {(0, 1), (0, 6)}, {(0, 3): E, (0, 5): E})]),
+          Run(("clean", 0, 1), {(0, 1), (0, 6)}, {(0, 3): E, (0, 5): E})]),
     Case("tombstone_goes_at_the_kip534_horizon_and_outlives_a_late_lower_version",
          {"compaction.strategy": "timestamp", "delete.retention.ms": str(DAY), "compaction.retain.log.end.record": "false"},
          [[r(0, "a", "x", timestamp=1), r(1, "a", None, timestamp=5)],
@@ -95,20 +99,33 @@ CASES = [
          [Run(("batch", 0, 1), {(0, 1)}, {(0, 0): S}, after_batch=0),
           # one ms short of first clean + retention: the tombstone still wins and stays; the late
           # record is superseded
-          Run(("run", 0, DAY - 1), {(0, 1)}, {(0, 2): S}),
-          Run(("run", 0, DAY - 1), {(0, 1)}, {}),  # same now again: nothing changes
+          Run(("clean", 0, DAY - 1), {(0, 1)}, {(0, 2): S}),
+          Run(("clean", 0, DAY - 1), {(0, 1)}, {}),  # same now again: nothing changes
           # now = first clean + delete.retention.ms (Kafka's deleteHorizonMs): gone
-          Run(("run", 0, DAY), set(), {(0, 1): E})]),
+          Run(("clean", 0, DAY), set(), {(0, 1): E})]),
+    Case("a_runs_now_behind_its_commit_dates_the_tombstone_at_the_commit",
+         {"delete.retention.ms": str(DAY), "compaction.retain.log.end.record": "false"},
+         # a backfill's now lies behind the wall clock: the tombstone's horizon counts from the commit
+         [[r(0, "a", "x"), r(1, "a", None), r(2, "b", "y")]],
+         [Run(("batch", 0, 1), {(0, 1), (0, 2)}, {(0, 0): S}),
+          Run(("run", 0, DAY), {(0, 1), (0, 2)}, {}),  # a day after the run's now, not after its clean: kept
+          Run(("clean", 0, DAY), {(0, 2)}, {(0, 1): E})]),
+    Case("a_run_behind_the_tables_last_now_takes_nothing",
+         {"compaction.max.records.per.run": "2", "compaction.retain.log.end.record": "false"},
+         [[r(0, "a"), r(1, "b"), r(2, "a"), r(3, "b")]],
+         [Run(("batch", 0, 10), {(0, 0), (0, 1), (0, 2), (0, 3)}, {}),  # the budget: offsets 0, 1
+          Run(("run", 0, -5), {(0, 0), (0, 1), (0, 2), (0, 3)}, {}),  # an earlier interval: takes nothing
+          Run(("run", 0, 0), {(0, 2), (0, 3)}, {(0, 0): S, (0, 1): S})]),  # the same now: not earlier, it cleans
     Case("tombstone_with_zero_retention_goes_at_the_next_run_even_in_the_same_ms",
          {"delete.retention.ms": "0", "compaction.retain.log.end.record": "false"},
          [[r(0, "a", "x"), r(1, "a", None), r(2, "b", "y")]],
          [Run(("batch", 0, 1), {(0, 1), (0, 2)}, {(0, 0): S}),  # the run that first cleans it keeps it
-          Run(("run", 0, 0), {(0, 2)}, {(0, 1): E})]),  # KIP-534: horizon = first clean + 0
+          Run(("clean", 0, 0), {(0, 2)}, {(0, 1): E})]),  # KIP-534: horizon = first clean + 0
     Case("tombstone_at_the_log_end_waits_until_it_is_not_last",
          {"delete.retention.ms": "0"},
          [[r(0, "a", "x"), r(1, "a", None)], [r(2, "b", "y")]],
          [Run(("batch", 0, 1), {(0, 1)}, {(0, 0): S}, after_batch=0),
-          Run(("run", 0, 10), {(0, 1)}, {}, after_batch=0),  # expired, but it is the log end
+          Run(("clean", 0, 10), {(0, 1)}, {}, after_batch=0),  # expired, but it is the log end
           Run(("batch", 1, 1), {(0, 2)}, {(0, 1): E})]),
     Case("young_records_neither_removed_nor_used_to_remove",
          {"min.compaction.lag.ms": str(DAY), "compaction.retain.log.end.record": "false"},
@@ -151,9 +168,14 @@ SCHEMA_COLUMNS = {"key": "string", "offset": "bigint", "partition": "int", "time
                   "ver": "bigint"}
 
 
-def resolve_now(spec: tuple, batch_times: list[int], run_nows: list[int]) -> int:
+COMMIT_LAG_MS = 5_000  # how long after its now a run commits, in the model (Spark: really)
+
+
+def resolve_now(spec: tuple, batch_times: list[int], run_nows: list[int], clean_times: list[int | None]) -> int:
     kind, index, delta = spec
-    return (batch_times[index] if kind == "batch" else run_nows[index]) + delta
+    times = {"batch": batch_times, "run": run_nows, "clean": clean_times}[kind]
+    assert times[index] is not None, f"{kind} {index} has no such time (the run moved no checkpoint)"
+    return times[index] + delta
 
 
 def expected_reason_counts(run: Run) -> dict[str, int]:

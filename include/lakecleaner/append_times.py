@@ -90,12 +90,18 @@ def record_append_times(cfg: LakecleanerConfig, table: str, adding_snapshots: It
     """Keep the times of the snapshots that add the table's live files, from ``known`` (the table's
     snapshots now) or the document; ids no live file needs are dropped. Returns what was kept.
     Raises AppendTimesError, naming the table and the document, when the document is unreadable."""
+    needed = set(adding_snapshots)
     recorded = _recorded_to_write(cfg, table)
-    kept = {}
-    for snapshot_id in set(adding_snapshots):
-        at = known.get(snapshot_id, recorded.get(snapshot_id))
-        if at is not None:
-            kept[snapshot_id] = at
+    kept = _kept(needed, known, recorded)
     if kept != recorded:
+        # Two maintenances of one table (a backfill's beside a scheduled run's) may both be here: what
+        # the other wrote since this one read is kept too, re-read just before writing, so one cannot
+        # drop a time the other saved before expiring its snapshot (a small window remains).
+        kept = _kept(needed, known, {**_recorded_to_write(cfg, table), **recorded})
         write_document(cfg, _name(table), {str(k): v for k, v in sorted(kept.items())})
     return kept
+
+
+def _kept(needed: set[int], known: Mapping[int, int], recorded: Mapping[int, int]) -> dict[int, int]:
+    """The times of the needed snapshots, from the table's snapshots or the document."""
+    return {s: at for s in needed if (at := known.get(s, recorded.get(s))) is not None}

@@ -55,7 +55,9 @@ class TableOutcome:
     """One table's result in a batch: ok, failed (at ``failed_step``) or deferred to the next run."""
 
     table: str
-    status: str  # ok | failed | deferred
+    # ok | failed | deferred | yielded (another writer committed first, nothing committed) | skipped
+    # (already cleaned as of a later now: a backfill of an earlier interval takes nothing)
+    status: str
     failed_step: str | None = None
     error: str | None = None
     steps: dict[str, Any] = field(default_factory=dict)  # step -> what it returned
@@ -273,6 +275,7 @@ STEP_FIGURES = {
 
 def _clean_one(spark, cfg: LakecleanerConfig, table: str, request: BatchRequest, suites) -> TableOutcome:
     """The chain for one table: each step runs only if the ones before it succeeded."""
+    from .catalog import ConcurrentCommitError, TableRef, conflict_error
     from .engine import compact_table
     from .maintenance import maintain_table
 
@@ -289,11 +292,19 @@ def _clean_one(spark, cfg: LakecleanerConfig, table: str, request: BatchRequest,
             else:
                 result = suites.validate(spark, table, request.now_ms, request.run_name, request.interval_ms)
         except Exception as exc:  # noqa: BLE001 - one table's failure must not stop the others
-            outcome.status, outcome.failed_step, outcome.error = "failed", step, failure_message(table, step, exc)
+            yielded = exc if isinstance(exc, ConcurrentCommitError) else conflict_error(
+                TableRef.parse(table, cfg.catalog.name), exc)
+            if yielded is not None:  # another run has the table (a maintenance's rewrite too): not a failure
+                outcome.status, outcome.failed_step, outcome.error = "yielded", step, str(yielded)[:2000]
+            else:
+                outcome.status, outcome.failed_step, outcome.error = "failed", step, failure_message(table, step, exc)
             break
         finally:
             outcome.step_ms[step] = int((time.monotonic() - step_started) * 1000)
         outcome.steps[step] = result
+        if step == "compact" and result.get("status") == "skipped":  # the rest would judge an earlier time
+            outcome.status, outcome.error = "skipped", result.get("reason")
+            break
     outcome.duration_ms = int((time.monotonic() - started) * 1000)
     return outcome
 
@@ -313,7 +324,7 @@ def _record(cfg: LakecleanerConfig, outcome: TableOutcome, now_ms: int, emit) ->
     """Count the table's cleaning failure (or reset the count), and alert on a failure."""
     from .scheduler import alert, record_outcome
 
-    if outcome.status == "deferred":
+    if outcome.status in ("deferred", "yielded", "skipped"):  # not this table's failure, nor a success
         return
     try:
         recorded = record_outcome(cfg, outcome.table, outcome.cleaned, "" if outcome.cleaned else outcome.error, now_ms)
@@ -335,7 +346,7 @@ def _spark_alive(spark) -> bool:
 def result_line(outcome: TableOutcome, steps: tuple[str, ...]) -> dict:
     """What a job prints for a table: a single step's own result (today's output of `lakecleaner
     compact` / `validate`), else the whole outcome."""
-    if len(steps) == 1 and outcome.status == "ok":
+    if len(steps) == 1 and outcome.status in ("ok", "skipped"):  # skipped: the step's result says why
         result = {**outcome.steps[steps[0]], "table": outcome.table}
         if steps[0] == "validate":
             result["status"] = "passed" if result.get("success") else "failed"

@@ -32,6 +32,12 @@ class CompactionError(RuntimeError):
         super().__init__(f"table {table}: {problem}")
 
 
+class ConcurrentCommitError(CompactionError):
+    """Another writer committed first and this run committed nothing: it yields the table (a run
+    of another DAG run, a backfill, a user's DELETE). Not a failure of the table: it is not counted
+    towards cleaner.uncleanable_after_failures, and the next run starts over."""
+
+
 @dataclass(frozen=True)
 class TableRef:
     catalog: str
@@ -127,13 +133,13 @@ def fail_point(name: str) -> None:
 CONFLICTS = ("org.apache.iceberg.exceptions.ValidationException", "org.apache.iceberg.exceptions.CommitFailedException")
 
 
-def conflict_error(ref: TableRef, exc: BaseException) -> CompactionError | None:
+def conflict_error(ref: TableRef, exc: BaseException) -> ConcurrentCommitError | None:
     text = str(exc)
     found = next((name for name in CONFLICTS if name in text), None)
     if found is None:
         return None
     detail = text[text.index(found) + len(found):].lstrip(": ").splitlines()[0][:300]
-    return CompactionError(ref.short, f"a concurrent commit conflicts with this run (another cleaner or writer: "
+    return ConcurrentCommitError(ref.short, f"a concurrent commit conflicts with this run (another cleaner or writer: "
                                       f"{found.rsplit('.', 1)[1]}: {detail}); nothing committed, the next run "
                                       f"starts over")
 
@@ -178,12 +184,12 @@ def check_no_concurrent_cleaner(spark, ref: TableRef, snapshot: int) -> tuple[in
     current snapshot and the appends since the pinned one."""
     current, since, reached = lineage_since(spark, ref, snapshot)
     if not reached:
-        raise CompactionError(ref.short, f"snapshot {snapshot}, which the run read, is no longer on the table's "
+        raise ConcurrentCommitError(ref.short, f"snapshot {snapshot}, which the run read, is no longer on the table's "
                                          f"current lineage (rolled back or expired); nothing committed, the next "
                                          f"run starts over")
     for row in since:
         if row["operation"] != "append":
-            raise CompactionError(ref.short, f"table changed by a concurrent {row['operation']} (snapshot "
+            raise ConcurrentCommitError(ref.short, f"table changed by a concurrent {row['operation']} (snapshot "
                                              f"{row['snapshot_id']}) since snapshot {snapshot}; nothing committed, "
                                              f"the next run starts over")
     return current, [row["snapshot_id"] for row in since]
@@ -194,7 +200,8 @@ def committed_snapshot(spark, ref: TableRef, since: int) -> dict | None:
     table as it was checked just before the MERGE), whatever may have been committed after it."""
     _, after, _ = lineage_since(spark, ref, since)
     ours = next((row for row in reversed(after) if row["operation"] != "append"), None)
-    return {"snapshot_id": ours["snapshot_id"], "summary": ours["summary"]} if ours else None
+    return {"snapshot_id": ours["snapshot_id"], "summary": ours["summary"], "committed_ms": ours["committed_ms"]} \
+        if ours else None
 
 
 def lineage_since(spark, ref: TableRef, snapshot: int) -> tuple[int | None, list, bool]:
@@ -209,7 +216,8 @@ def lineage_since(spark, ref: TableRef, snapshot: int) -> tuple[int | None, list
         operation = node.operation()
         # a summary is only needed of what is not an append: our commit, or what stops the run
         summary = {} if operation == "append" else {str(k): str(v) for k, v in node.summary().items()}
-        lineage.append({"snapshot_id": node.snapshotId(), "operation": operation, "summary": summary})
+        lineage.append({"snapshot_id": node.snapshotId(), "operation": operation, "summary": summary,
+                        "committed_ms": node.timestampMillis()})
         parent = node.parentId()
         node = None if parent is None else table.snapshot(parent)
     return current, lineage, node is not None

@@ -43,7 +43,8 @@ from .files import (
 from .frames import Frames, at_positions, clean_pred, dirty_scan, partition_pred, small_df
 from .history import record_history
 from .rules import (
-    NO_PARTITION, Checkpoint, CheckpointError, allot_budget, bad_records_at_log_end, log_ends, run_ends,
+    NO_PARTITION, Checkpoint, CheckpointError, allot_budget, bad_records_at_log_end, first_clean_time, log_ends,
+    run_ends,
 )
 from .plans import CleanRivals, Plan, RunContext, bad_figures, key_map, key_map_sums
 from .strategies import RankBounds, sql_string
@@ -61,11 +62,12 @@ def compact_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None 
     stats: dict[str, Any] = {"table": ref.short, "run_id": run_id, "now_ms": now_ms, "dry_run": dry_run}
     try:
         stats.update(_compact(spark, cfg, ref, now_ms, dry_run, run_id))
-        stats["status"] = "dry_run" if dry_run else "committed"
+        stats["status"] = stats.get("status") or ("dry_run" if dry_run else "committed")
     except Exception as exc:  # noqa: BLE001 - record the failure, then fail loudly
         if isinstance(exc, CommittedRunError):  # the history shows the commit and what it removed
             stats.update(exc.result)
-        stats.update(status="committed" if isinstance(exc, CommittedRunError) else "failed",
+        stats.update(status="committed" if isinstance(exc, CommittedRunError)
+                     else "yielded" if isinstance(exc, catalog.ConcurrentCommitError) else "failed",
                      error=str(exc) if isinstance(exc, (CompactionError, ConfigError))
                      else f"table {ref.short}: {type(exc).__name__}: {first_line(exc)}")
         stats["duration_ms"] = int((time.time() - started) * 1000)
@@ -182,8 +184,9 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
             plan = plans.ranked_plan(ctx, start.retained, bad_rows, removed_bad)
             bytes_read = bytes_scanned(start.files, start.ckpt_offsets, start.tc.partition_column is None)
         phase("plan_s")
-        new_ckpt = start.ckpt.advanced(now_ms, start.external(ends), start.external({**plan.new_retained, **kept_bad}),
-                                       start.tc.delete_retention_ms, plan.new_tombstones)
+        move = CheckpointMove(start.external(ends), start.external({**plan.new_retained, **kept_bad}),
+                              plan.new_tombstones)
+        new_ckpt = move.applied(start)  # dated at the commit, if the run commits (_commit)
         result.update(
             quarantined=bad.quarantined, expired_tombstone_latest_cleaned_ms=_latest_cleaned(start, plan),
             anomalous=rng.anomalous, dirty_records_in_run=rng.n_run, bytes_read=bytes_read,
@@ -192,10 +195,23 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
             superseded, read = plan.figures(None)
             _record_figures(result, read + bad.n, superseded, plan.expired, removed_bad, phase)
             return result
-        _commit(spark, cfg, start, bad, removed_bad, plan, new_ckpt, result, run_id, phase)
+        _commit(spark, cfg, start, bad, removed_bad, plan, move, result, run_id, phase)
         return result
     finally:
         held.release()
+
+
+@dataclass(frozen=True)
+class CheckpointMove:
+    """How far a run moves the checkpoint (external partitions), applied once its commit time is
+    known: its history entry is dated first_clean_time(now, commit)."""
+    ends: dict
+    retained: dict
+    new_tombstones: int
+
+    def applied(self, start: "RunStart", committed_ms: int | None = None) -> Checkpoint:
+        return start.ckpt.advanced(start.now_ms, self.ends, self.retained, start.tc.delete_retention_ms,
+                                   self.new_tombstones, committed_ms)
 
 
 def _start(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run: bool) -> tuple[RunStart | None, dict]:
@@ -215,6 +231,10 @@ def _start(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run: b
                   anomalous=0, dirty_records_in_run=0, bytes_read=0, bytes_written=0, files_rewritten=0,
                   delete_files_written=0, expired_tombstone_latest_cleaned_ms=None, snapshot_id=snapshot,
                   committed_snapshot_id=None, checkpoint=_ckpt_summary(ckpt))
+    if ckpt.later_than(now_ms):  # a backfill behind the table's last run: undo nothing, repeat nothing
+        result.update(status="skipped", reason=f"already cleaned as of a later time (now {ckpt.as_of_ms} > "
+                                               f"{now_ms}): a run of an earlier interval takes nothing")
+        return None, result
     if snapshot is None:
         return None, result
     files = data_files(spark, ref, tc, snapshot, read_append_times(cfg, ref.short))
@@ -389,7 +409,7 @@ def _latest_cleaned(start: RunStart, plan: Plan) -> int | None:
 
 
 def _commit(spark, cfg: LakecleanerConfig, start: RunStart, bad: BadRecords, removed_bad: int, plan: Plan,
-            new_ckpt: Checkpoint, result: dict, run_id: str, phase: "_Phases") -> None:
+            move: CheckpointMove, result: dict, run_id: str, phase: "_Phases") -> None:
     """Stop if another writer did more than append; quarantine; MERGE; then the checkpoint."""
     ref, fr = start.ref, start.fr
     current, appends = catalog.check_no_concurrent_cleaner(spark, ref, start.snapshot)
@@ -422,6 +442,10 @@ def _commit(spark, cfg: LakecleanerConfig, start: RunStart, bad: BadRecords, rem
                           delete_files_written=int(summary.get("added-delete-files", 0)))
         _record_figures(result, read + bad.n, superseded, plan.expired, removed_bad, phase)
         fail_point("after_merge")
+        committed_ms = commit["committed_ms"] if commit else int(time.time() * 1000)
+        new_ckpt = move.applied(start, committed_ms)
+        # what dates the tombstones this run cleaned first: the model takes the same time (tests)
+        result.update(checkpoint=_ckpt_summary(new_ckpt), cleaned_at_ms=first_clean_time(start.now_ms, committed_ms))
         if new_ckpt.to_json() != start.ckpt.to_json():
             spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ('{CHECKPOINT_PROPERTY}' = '{new_ckpt.to_json()}')")
         phase("checkpoint_s")

@@ -16,13 +16,15 @@ table's older snapshots expired, so the request table does not keep the keys it 
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from .catalog import CompactionError, TableRef, create_unless_exists, first_line
+from .catalog import CompactionError, TableRef, conflict_error, create_unless_exists, first_line
 from .config import ConfigError, LakecleanerConfig
 from .forget import (DEFAULT_INTERVAL_MS, Attribution, ForgetError, ForgetRequest, as_text, forget,
                      rewrite_and_expire, scrub, utc)
@@ -97,12 +99,29 @@ def enqueue(spark, cfg: LakecleanerConfig, request: ForgetRequest, now_ms: int) 
     spark.createDataFrame(rows, _parse_datatype_string(REQUESTS_SCHEMA)).writeTo(requests_table(cfg)).append()
 
 
-# ---------------------------------------------------------------- reading them
-def pending_requests(spark, cfg: LakecleanerConfig, ids: Iterable[str] = ()) -> list[ForgetRequest]:
-    """The pending requests (only ``ids``, when given), keys included: for the Spark application."""
+# ---------------------------------------------------------------- reading and claiming them
+IN_PROGRESS = "in progress"
+# A claim older than this is taken over: its run died (the request resumes from its audit rows).
+CLAIM_LEASE_MS = 6 * 3_600_000
+
+
+def _open(status: str | None, claimed_at_ms: int | None, now_ms: int) -> bool:
+    """Whether a request row waits for a run: pending, or claimed by a run that outlived the lease."""
+    return status == PENDING or (status == IN_PROGRESS and (claimed_at_ms or 0) < now_ms - CLAIM_LEASE_MS)
+
+
+def _open_sql(now_ms: int) -> str:
+    """``_open`` in SQL, over the request table's columns."""
+    return (f"(status = {sql_string(PENDING)} OR (status = {sql_string(IN_PROGRESS)} AND "
+            f"coalesce(unix_millis(processed_at), 0) < {int(now_ms) - CLAIM_LEASE_MS}))")
+
+
+def pending_requests(spark, cfg: LakecleanerConfig, ids: Iterable[str] = (),
+                     now_ms: int | None = None) -> list[ForgetRequest]:
+    """The open requests (only ``ids``, when given), keys included: for the Spark application."""
     if not spark.catalog.tableExists(requests_table(cfg).replace("`", "")):
         return []
-    where = f"status = {sql_string(PENDING)}"
+    where = _open_sql(int(now_ms if now_ms is not None else time.time() * 1000))
     if ids := list(ids):
         where += f" AND request_id IN ({', '.join(sql_string(i) for i in ids)})"
     grouped: dict[tuple[str, str], dict] = {}
@@ -114,10 +133,10 @@ def pending_requests(spark, cfg: LakecleanerConfig, ids: Iterable[str] = ()) -> 
             for (request_id, table), e in grouped.items()]
 
 
-def list_pending(cfg: LakecleanerConfig, ids: Iterable[str] = ()) -> list[PendingRequest]:
-    """The pending requests without their keys, read through pyiceberg (no Spark): for the DAG, which
+def list_pending(cfg: LakecleanerConfig, ids: Iterable[str] = (), now_ms: int | None = None) -> list[PendingRequest]:
+    """The open requests without their keys, read through pyiceberg (no Spark): for the DAG, which
     submits an application only when there is work and never reads a key column."""
-    from pyiceberg.expressions import EqualTo
+    from pyiceberg.expressions import In
 
     from .metadata import MetadataReader
 
@@ -131,45 +150,86 @@ def list_pending(cfg: LakecleanerConfig, ids: Iterable[str] = ()) -> list[Pendin
         raise
     if tbl.current_snapshot() is None:
         return []
+    now_ms = int(now_ms if now_ms is not None else time.time() * 1000)
     wanted = set(ids)
     counts: dict[tuple[str, str], int] = {}
-    rows = tbl.scan(row_filter=EqualTo("status", PENDING), selected_fields=("request_id", "table_name")).to_arrow()
+    rows = tbl.scan(row_filter=In("status", (PENDING, IN_PROGRESS)),
+                    selected_fields=("request_id", "table_name", "status", "processed_at")).to_arrow()
     for r in rows.to_pylist():
-        if not wanted or r["request_id"] in wanted:
+        claimed = r["processed_at"]
+        claimed_ms = None if claimed is None else int(claimed.replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
+        if _open(r["status"], claimed_ms, now_ms) and (not wanted or r["request_id"] in wanted):
             counts[(r["request_id"], r["table_name"])] = counts.get((r["request_id"], r["table_name"]), 0) + 1
     return [PendingRequest(rid, table, n) for (rid, table), n in sorted(counts.items())]
 
 
-def finish(spark, cfg: LakecleanerConfig, request: ForgetRequest, status: str, note: str, by: Attribution) -> None:
-    """Close a request: its keys set to null, the outcome noted, and the table's older snapshots
-    expired so no file keeps the keys."""
-    processed_by = by.dag_run_id or "lakecleaner forget (CLI)"
+def claim(spark, cfg: LakecleanerConfig, request: ForgetRequest, by: Attribution, now_ms: int) -> str | None:
+    """Take the request for this run, or None when another run has it: two runs of the DAG (a
+    backfill beside a scheduled run) list the same pending request, and one request must be carried
+    out by one run at a time. The claim is an Iceberg commit: of two runs updating the same rows,
+    the second fails validation, or finds them no longer open."""
+    token = f"claim {uuid.uuid4().hex}"
+    try:
+        spark.sql(f"UPDATE {requests_table(cfg)} SET status = {sql_string(IN_PROGRESS)}, processed_at = "
+                  f"current_timestamp(), processed_by = {sql_string(_processed_by(by))}, note = {sql_string(token)} "
+                  f"WHERE request_id = {sql_string(request.request_id)} AND table_name = {sql_string(request.table)} "
+                  f"AND {_open_sql(now_ms)}")
+    except Exception as exc:  # noqa: BLE001 - Iceberg's validation: another run claimed it first
+        if conflict_error(requests_ref(cfg), exc) is None:
+            raise
+        return None
+    mine = spark.sql(f"SELECT count(*) FROM {requests_table(cfg)} WHERE request_id = {sql_string(request.request_id)} "
+                     f"AND table_name = {sql_string(request.table)} AND note = {sql_string(token)}").collect()[0][0]
+    return token if mine else None
+
+
+def _processed_by(by: Attribution) -> str:
+    return by.dag_run_id or "lakecleaner forget (CLI)"
+
+
+def finish(spark, cfg: LakecleanerConfig, request: ForgetRequest, token: str, status: str, note: str,
+           by: Attribution) -> None:
+    """Close a claimed request: its keys set to null, the outcome noted, and the table's older
+    snapshots expired so no file keeps the keys."""
     spark.sql(f"UPDATE {requests_table(cfg)} SET key = NULL, status = {sql_string(status)}, "
-              f"processed_at = current_timestamp(), processed_by = {sql_string(processed_by)}, "
+              f"processed_at = current_timestamp(), processed_by = {sql_string(_processed_by(by))}, "
               f"note = {sql_string(note)} WHERE request_id = {sql_string(request.request_id)} "
-              f"AND table_name = {sql_string(request.table)} AND status = {sql_string(PENDING)}")
+              f"AND table_name = {sql_string(request.table)} AND note = {sql_string(token)}")
     rewrite_and_expire(spark, requests_ref(cfg))
+
+
+def release(spark, cfg: LakecleanerConfig, request: ForgetRequest, token: str, note: str) -> None:
+    """Give a claimed request back (a failure that a later run may get past): pending again."""
+    spark.sql(f"UPDATE {requests_table(cfg)} SET status = {sql_string(PENDING)}, note = {sql_string(note)} "
+              f"WHERE request_id = {sql_string(request.request_id)} AND table_name = {sql_string(request.table)} "
+              f"AND note = {sql_string(token)}")
 
 
 # ---------------------------------------------------------------- carrying them out
 def carry_out(spark, cfg: LakecleanerConfig, request: ForgetRequest, now_ms: int, interval_ms: int,
               by: Attribution, dry_run: bool) -> dict:
-    """One request: its result line. A rejected request (bad key, refused table) is closed as such;
-    any other failure leaves it pending, to be retried (resumed, when its delete committed)."""
+    """One request: its result line. It is claimed first (another run carrying it out: yielded). A
+    rejected request (bad key, refused table) is closed as such; any other failure gives it back,
+    to be retried (resumed, when its delete committed)."""
+    token = None if dry_run else claim(spark, cfg, request, by, now_ms)
+    if token is None and not dry_run:
+        return {"request_id": request.request_id, "table": request.table, "status": "yielded",
+                "reason": "another run is carrying this request out", "keys": len(request.keys)}
     try:
         result = forget(spark, cfg, request, now_ms, interval_ms, by, dry_run).as_dict()
     except Exception as exc:  # noqa: BLE001 - this request's failure, named; the others go on
         text = (str(exc) if isinstance(exc, (CompactionError, ConfigError))
                 else scrub(f"table {request.table}: {first_line(exc)}", request))
         rejected = isinstance(exc, ForgetError) and exc.rejected
-        if rejected and not dry_run:
-            finish(spark, cfg, request, REJECTED, text, by)
+        if token is not None:
+            (finish(spark, cfg, request, token, REJECTED, text, by) if rejected
+             else release(spark, cfg, request, token, text))
         return {"request_id": request.request_id, "table": request.table, "status": "failed", "error": text,
                 "rejected": rejected, "keys": len(request.keys)}
-    if not dry_run:
-        finish(spark, cfg, request, DONE, f"removed {result['removed_records']} record(s), "
-                                          f"{result['removed_quarantined']} from quarantine; physically removed: "
-                                          f"{result['physically_removed']}", by)
+    if token is not None:
+        finish(spark, cfg, request, token, DONE, f"removed {result['removed_records']} record(s), "
+                                                 f"{result['removed_quarantined']} from quarantine; physically "
+                                                 f"removed: {result['physically_removed']}", by)
     return result
 
 
@@ -218,7 +278,7 @@ def job_main(argv: list[str] | None = None) -> int:
                 print(format_result({"request_id": request.request_id, "table": request.table,
                                      "status": PENDING, "keys": len(keys)}), flush=True)
                 return 0
-        for request in pending_requests(spark, cfg, ids):
+        for request in pending_requests(spark, cfg, ids, now_ms):
             line = carry_out(spark, cfg, request, now_ms, args.interval_ms, by, args.dry_run)
             failed += line.get("status") == "failed"
             print(format_result(line), flush=True)

@@ -122,6 +122,11 @@ def evaluate_table(meta: TableMetadata, now_ms: int, defaults: Mapping[str, Any]
     except CheckpointError as exc:
         return Evaluation(meta.table, "invalid checkpoint", f"table {meta.table}: {exc} ({CHECKPOINT_PROPERTY}; "
                                                              "fix or unset it to clean the table from its start)")
+    if ckpt.later_than(now_ms):  # a backfill of an earlier interval: the engine would take nothing
+        return Evaluation(meta.table, "not eligible", f"already cleaned as of a later time (a run at now "
+                                                      f"{ckpt.as_of_ms}): a run of an earlier interval takes nothing",
+                          strategy=tc.strategy, min_cleanable_dirty_ratio=tc.min_cleanable_dirty_ratio,
+                          max_compaction_lag_ms=tc.max_compaction_lag_ms)
     partitioned = tc.partition_column is not None
     ends = log_ends(((None if f.partition is MIXED else f.partition, f.offset_upper) for f in meta.files),
                     partitioned) if tc.retain_log_end_record else None

@@ -65,8 +65,15 @@ def bad_record_reason(record: Record, partitioned: bool) -> str | None:
     return None
 
 
-def compact(records: list[Record], checkpoint: Checkpoint, cfg: TableConfig, now_ms: int) -> RunOutcome:
+def compact(records: list[Record], checkpoint: Checkpoint, cfg: TableConfig, now_ms: int,
+            committed_ms: int | None = None) -> RunOutcome:
+    """One run at ``now_ms`` whose commit lands at ``committed_ms`` (None: at its now); the commit
+    time dates the tombstones this run cleans first (rules.first_clean_time)."""
     out = RunOutcome()
+    if checkpoint.later_than(now_ms):  # cleaned as of a later now already: nothing to take
+        out.checkpoint = checkpoint
+        out.stats = {"skipped": True}
+        return out
     cutoff = now_ms - cfg.min_compaction_lag_ms  # appended at or before this: old enough (rule 3)
     partitioned = cfg.partition_column is not None
 
@@ -138,7 +145,7 @@ def compact(records: list[Record], checkpoint: Checkpoint, cfg: TableConfig, now
                     out.removed[winner.id] = REASON_EXPIRED_TOMBSTONE
                     expired_cleaned_at.append(first)
 
-    out.checkpoint = checkpoint.advanced(now_ms, ends, retained, cfg.delete_retention_ms, new_tombstones)
+    out.checkpoint = checkpoint.advanced(now_ms, ends, retained, cfg.delete_retention_ms, new_tombstones, committed_ms)
     superseded = sum(1 for v in out.removed.values() if v == REASON_SUPERSEDED)
     expired = sum(1 for v in out.removed.values() if v == REASON_EXPIRED_TOMBSTONE)
     out.stats = {

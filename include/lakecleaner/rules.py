@@ -34,6 +34,14 @@ def tombstone_expired(first_cleaned_ms: int, now_ms: int, delete_retention_ms: i
     return now_ms - first_cleaned_ms >= delete_retention_ms
 
 
+def first_clean_time(now_ms: int, committed_ms: int | None) -> int:
+    """When a run cleaned what it cleaned, as tombstone horizons count it: the later of its now and
+    the commit time of what it committed (its MERGE's snapshot, else its checkpoint). A backfill's
+    now lies in the past; a horizon counted from it would remove a tombstone sooner than
+    delete.retention.ms after the clean that really happened (Kafka counts from that one)."""
+    return now_ms if committed_ms is None else max(now_ms, committed_ms)
+
+
 def tombstone_expired_sql(first_cleaned_ms: str, now_ms: str, delete_retention_ms: str) -> str:
     """``tombstone_expired`` as a SQL condition over these expressions, so SQL checks cannot drift
     from it. A difference, as above: first + retention would overflow a bigint for an endless one."""
@@ -112,11 +120,19 @@ class Checkpoint:
     superseded record, whose key the next run re-examines so it does not outlive its replacement,
     or a bad record, which the run copied to quarantine, so later runs do not copy it again and
     remove it once it is no longer the log end.
+    A history entry's time is when its run really cleaned (first_clean_time); ``as_of_ms`` is that
+    run's now, which decides what was old enough and what had expired.
     """
 
     offsets: dict[Partition, int] = field(default_factory=dict)
     history: list[tuple[int, dict[Partition, int], int]] = field(default_factory=list)
     retained: dict[Partition, int] = field(default_factory=dict)
+    as_of_ms: int | None = None  # the now of the last run that moved the checkpoint
+
+    def later_than(self, now_ms: int) -> bool:
+        """The table was cleaned as of a later now than ``now_ms``: a run at now_ms (a backfill of an
+        earlier interval) takes nothing, or it would undo or repeat work in an older entry."""
+        return self.as_of_ms is not None and now_ms < self.as_of_ms
 
     def cleaned_through(self, partition: Partition) -> int | None:
         return self.offsets.get(partition)
@@ -146,11 +162,12 @@ class Checkpoint:
         return any(n > 0 and tombstone_expired(at, now_ms, delete_retention_ms) for at, _, n in self.history)
 
     def advanced(self, now_ms: int, ends: Mapping[Partition, int], retained: Mapping[Partition, int],
-                 delete_retention_ms: int, new_tombstones: int = 0) -> "Checkpoint":
-        """The checkpoint after a run that cleaned each partition through ``ends`` and kept
-        ``new_tombstones`` winning tombstones it cleaned first. Tombstones of entries past their
-        horizon were removed by this run (except one that is its partition's log end, which goes
-        with the run that follows new data in that partition)."""
+                 delete_retention_ms: int, new_tombstones: int = 0, committed_ms: int | None = None) -> "Checkpoint":
+        """The checkpoint after a run at ``now_ms`` that cleaned each partition through ``ends`` and
+        kept ``new_tombstones`` winning tombstones it cleaned first, committing at ``committed_ms``
+        (None: at its now). Tombstones of entries past their horizon at now were removed by this run
+        (except one that is its partition's log end, which goes with the run that follows new data
+        in that partition); this run's own entry is dated first_clean_time(now, commit)."""
         offsets, changed = dict(self.offsets), {}
         for p, end in ends.items():
             if offsets.get(p) is None or end > offsets[p]:
@@ -165,10 +182,12 @@ class Checkpoint:
             last = max(i for i, gone in enumerate(expired) if gone)
             history = [_merged(history[:last + 1]), *history[last + 1:]]
         if changed:  # only what this run moved: an entry's partitions are those it cleaned further
-            history.append((now_ms, changed, new_tombstones))
+            history.append((first_clean_time(now_ms, committed_ms), changed, new_tombstones))
         while len(history) > MAX_HISTORY_ENTRIES:  # an endless retention: merge the two oldest
             history = [_merged(history[:2]), *history[2:]]
-        return Checkpoint(offsets=offsets, history=history, retained=dict(retained))
+        moved = (offsets, history, dict(retained)) != (self.offsets, self.history, self.retained)
+        as_of = max(now_ms, self.as_of_ms or now_ms) if moved else self.as_of_ms
+        return Checkpoint(offsets=offsets, history=history, retained=dict(retained), as_of_ms=as_of)
 
     def reset_past_log_end(self, ends: Mapping[Partition, int] | None) -> tuple["Checkpoint", list[Partition]]:
         """The checkpoint without the partitions it claims cleaned past their log end, and those
@@ -199,16 +218,17 @@ class Checkpoint:
 
     def without(self, partitions) -> "Checkpoint":
         keep = lambda d: {p: v for p, v in d.items() if p not in partitions}  # noqa: E731
-        return Checkpoint(keep(self.offsets), [(at, keep(o), n) for at, o, n in self.history], keep(self.retained))
+        return Checkpoint(keep(self.offsets), [(at, keep(o), n) for at, o, n in self.history], keep(self.retained),
+                          self.as_of_ms)
 
     # JSON, stored as the table property lakecleaner.checkpoint
     def to_json(self) -> str:
         enc = lambda d: {(NO_PARTITION if p is None else str(p)): v for p, v in d.items()}  # noqa: E731
-        return json.dumps(
-            {"offsets": enc(self.offsets), "history": [[at, enc(o), n] for at, o, n in self.history],
-             "retained": enc(self.retained)},
-            separators=(",", ":"), sort_keys=True,
-        )
+        doc = {"offsets": enc(self.offsets), "history": [[at, enc(o), n] for at, o, n in self.history],
+               "retained": enc(self.retained)}
+        if self.as_of_ms is not None:
+            doc["as_of_ms"] = self.as_of_ms
+        return json.dumps(doc, separators=(",", ":"), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str | None) -> "Checkpoint":
@@ -234,7 +254,7 @@ class Checkpoint:
             raise CheckpointError(f"not JSON ({exc})") from None
         if not isinstance(data, dict):
             raise CheckpointError(f"expected an object with offsets, history and retained, got {_shown(data)}")
-        unknown = sorted(set(data) - {"offsets", "history", "retained"})
+        unknown = sorted(set(data) - {"offsets", "history", "retained", "as_of_ms"})
         if unknown:
             raise CheckpointError(f"unknown field(s) {', '.join(map(repr, unknown))}")
         history = data.get("history", [])
@@ -242,7 +262,8 @@ class Checkpoint:
             raise CheckpointError(f"history: expected a list of [run time, offsets, tombstones], got {_shown(history)}")
         return cls(offsets=_offsets_from_json(data.get("offsets", {}), "offsets"),
                    history=[_history_entry(h, i) for i, h in enumerate(history)],
-                   retained=_offsets_from_json(data.get("retained", {}), "retained"))
+                   retained=_offsets_from_json(data.get("retained", {}), "retained"),
+                   as_of_ms=None if data.get("as_of_ms") is None else _int(data["as_of_ms"], "as_of_ms", 0))
 
 
 # The longest lakecleaner.checkpoint read. A checkpoint of 1,000 partitions whose every history entry

@@ -81,8 +81,16 @@ class RecordedEvaluation:
         return next((r for r in self.tables if r["table"] == table), None)
 
 
-def record_evaluation(cfg: LakecleanerConfig, evaluations: Iterable[Evaluation], now_ms: int) -> str:
-    """Keep this evaluation as the last one (one document, replaced whole); returns its location."""
+def record_evaluation(cfg: LakecleanerConfig, evaluations: Iterable[Evaluation], now_ms: int) -> str | None:
+    """Keep this evaluation as the last one (one document, replaced whole); returns its location.
+    A backfill's evaluation, as of an earlier now than the one kept, leaves it: the UI shows the
+    tables as of the latest time any run has seen them. (None: not kept.)"""
+    try:
+        kept = last_evaluation(cfg)
+    except ValueError:  # unreadable: replaced
+        kept = None
+    if kept is not None and kept.now_ms > now_ms:
+        return None
     rows = sorted((e.as_dict() for e in evaluations), key=lambda r: r["table"])
     return write_document(cfg, EVALUATION_DOCUMENT, {"now_ms": int(now_ms), "recorded_at_ms": int(time.time() * 1000),
                                                      "tables": rows})

@@ -25,7 +25,7 @@ def test_spark_job_on_hand_worked_case(spark, request, case, catalog):
     table = f"cases.{case.name}"
     ref = create_compacted_table(spark, lake_config, table, case.props, schema=SCHEMA)
     spark.sql(f"DROP TABLE IF EXISTS {TableRef.parse(table + '__quarantine', name).sql()}")
-    batch_times, run_nows, appended = [], [], 0
+    batch_times, run_nows, clean_times, appended = [], [], [], 0
     copied = []  # every record the runs so far copied to quarantine
     for i, run in enumerate(case.runs):
         last = len(case.batches) - 1 if run.after_batch is None else run.after_batch
@@ -33,9 +33,11 @@ def test_spark_job_on_hand_worked_case(spark, request, case, catalog):
             append(spark, ref, case.batches[appended], SCHEMA)
             batch_times.append(_commit_time(spark, ref))
             appended += 1
-        now = resolve_now(run.now, batch_times, run_nows)
+        now = resolve_now(run.now, batch_times, run_nows, clean_times)
         run_nows.append(now)
         stats = compact_table(spark, lake_config, table, now_ms=now)
+        clean_times.append(stats.get("cleaned_at_ms"))  # the later of now and the real commit
+        assert stats["status"] == ("skipped" if run.now[0] == "run" and run.now[2] < 0 else "committed"), stats
         got = {(r["partition"], r["offset"]) for r in spark.table(ref.sql()).select("partition", "offset").collect()}
         assert got == run.survivors, f"run {i}: {stats}"
         for figure, count in expected_reason_counts(run).items():

@@ -351,8 +351,9 @@ def _check_against_model(spark, lake_config, scenario, schema=SCHEMA):
         times = sorted({r.appended_at_ms for r in records})
         now = max(last_now, (times[-1] if times else 0) + lag + delta)
         last_now = now
-        expected = compact(records, model_ckpt, tc, now)
         stats = compact_table(spark, lake_config, table, now_ms=now)
+        # the run's commit time dates the tombstones it cleans first (rules.first_clean_time): given to the model
+        expected = compact(records, model_ckpt, tc, now, stats.get("cleaned_at_ms"))
         survivors = sorted(r.id for r in expected.survivors(records))
         actual_ids = _survivor_ids(spark, ref, partitioned)
         context = f"props={props} partitioned={partitioned} now={now} stats={stats} model={expected.stats}"

@@ -164,8 +164,8 @@ def test_tombstone_removed_before_its_retention_fails_tombstone_expiry(spark, la
     ref = create_compacted_table(spark, lake_config, table_name, {"delete.retention.ms": "60000"})
     append(spark, ref, [{"key": "a", "offset": 0, "partition": 0, "value": None},
                         {"key": "b", "offset": 1, "partition": 0, "value": "x"}])
-    first = int(time.time() * 1000)
-    compact_table(spark, lake_config, table_name, now_ms=first)  # the tombstone's first cleaning
+    # the tombstone's first cleaning, dated by its commit (the run's now lags behind it)
+    first = compact_table(spark, lake_config, table_name, now_ms=int(time.time() * 1000))["cleaned_at_ms"]
     assert validate_table(spark, lake_config, table_name, now_ms=first, interval_ms=0)["success"]
 
     honest = Checkpoint.expired_through
@@ -182,8 +182,7 @@ def test_tombstone_removed_before_its_retention_fails_tombstone_expiry(spark, la
     monkeypatch.setattr(Checkpoint, "expired_through", honest)
     append(spark, ref, [{"key": "c", "offset": 2, "partition": 0, "value": None},
                         {"key": "d", "offset": 3, "partition": 0, "value": "x"}])
-    later = int(time.time() * 1000)
-    compact_table(spark, lake_config, table_name, now_ms=later)
+    later = compact_table(spark, lake_config, table_name, now_ms=first + 59_999)["cleaned_at_ms"]
     stats = compact_table(spark, lake_config, table_name, now_ms=later + 60_000)
     assert stats["removed_expired_tombstones"] == 1 and stats["expired_tombstone_latest_cleaned_ms"] == later
     summary = validate_table(spark, lake_config, table_name, now_ms=later + 60_000, interval_ms=0)

@@ -58,3 +58,18 @@ def test_a_record_that_cannot_be_read_at_all_stays_where_it_is(cfg, monkeypatch)
 def test_a_table_name_never_becomes_a_path(cfg):
     with pytest.raises(ValueError, match="invalid table name"):
         record_append_times(cfg, "../../etc", [1], {1: 1})
+
+
+def test_two_maintenances_of_one_table_keep_each_others_times(cfg, monkeypatch):
+    """A backfill's maintenance read the document before a scheduled run's maintenance saved the
+    time of a snapshot it then expired: writing back what it read would drop that time."""
+    import lakecleaner.append_times as at
+
+    record_append_times(cfg, "ns.t", [1], {1: 100})  # what the first reader sees
+    stale = at._recorded_to_write(cfg, "ns.t")
+    record_append_times(cfg, "ns.t", [1, 2], {1: 100, 2: 200})  # the other run saves 2, then expires it
+    reads = iter([stale])
+    real = at._recorded_to_write
+    monkeypatch.setattr(at, "_recorded_to_write", lambda c, t: next(reads, None) or real(c, t))
+    assert record_append_times(cfg, "ns.t", [1, 2, 3], {1: 100, 3: 300}) == {1: 100, 2: 200, 3: 300}
+    assert read_append_times(cfg, "ns.t") == {1: 100, 2: 200, 3: 300}

@@ -164,3 +164,11 @@ def test_a_tag_or_branch_older_than_the_bound_is_named_in_the_physical_deletion_
                                     "reachable while it exists (no bound in time)")
     unbounded = evaluate_table(TableMetadata("t.x", {"cleanup.policy": "compact"}, COLUMNS, [], refs=(old,)), NOW)
     assert unbounded.physical_deletion is None  # no max.compaction.lag.ms: no bound to void
+
+
+def test_a_table_cleaned_as_of_a_later_now_is_not_eligible_for_an_earlier_interval():
+    ck = Checkpoint(offsets={0: 9}, as_of_ms=NOW)
+    files = [f(100, 0, 9, 0), f(900, 10, 99, 0)]  # mostly dirty: eligible at NOW
+    assert evaluate_table(meta(files, ckpt=ck), NOW).eligible
+    late = evaluate_table(meta(files, ckpt=ck), NOW - 1)  # a backfill of the interval before
+    assert not late.eligible and "already cleaned as of a later time" in late.reason

@@ -1,10 +1,10 @@
 """The reference model on the hand-worked cases (synthetic append times, no Spark)."""
 import pytest
 
-from cases import CASES, DAY, SCHEMA_COLUMNS, E, r, resolve_now
+from cases import CASES, COMMIT_LAG_MS, DAY, SCHEMA_COLUMNS, E, r, resolve_now
 from lakecleaner.config import resolve_table
 from lakecleaner.model import compact
-from lakecleaner.rules import Checkpoint
+from lakecleaner.rules import Checkpoint, first_clean_time
 from lakecleaner.tables import record_from_row
 
 BASE_MS = 1_700_000_000_000
@@ -13,16 +13,17 @@ BASE_MS = 1_700_000_000_000
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_model_on_hand_worked_case(case):
     tc = resolve_table("t.case", case.props, SCHEMA_COLUMNS)
-    records, batch_times, run_nows, ckpt, appended = [], [], [], Checkpoint(), 0
+    records, batch_times, run_nows, clean_times, ckpt, appended = [], [], [], [], Checkpoint(), 0
     for i, run in enumerate(case.runs):
         last = len(case.batches) - 1 if run.after_batch is None else run.after_batch
         while appended <= last:
             batch_times.append(BASE_MS + appended * 10_000)
             records += [record_from_row(row, tc, batch_times[-1]) for row in case.batches[appended]]
             appended += 1
-        now = resolve_now(run.now, batch_times, run_nows)
+        now = resolve_now(run.now, batch_times, run_nows, clean_times)
         run_nows.append(now)
-        outcome = compact(records, ckpt, tc, now)
+        outcome = compact(records, ckpt, tc, now, now + COMMIT_LAG_MS)
+        clean_times.append(None if outcome.stats.get("skipped") else first_clean_time(now, now + COMMIT_LAG_MS))
         assert outcome.removed == run.removed, f"run {i}"
         assert set(outcome.quarantined) == run.quarantined, f"run {i}"
         records = outcome.survivors(records)

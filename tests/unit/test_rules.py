@@ -864,3 +864,26 @@ def test_a_rows_tombstone_follows_the_flag_then_the_value():
     assert s.tombstone_of({"tombstone": True, "value": "x"}) is True
     no_flag = _strategy({}, {"key": "string", "offset": "bigint", "value": "string"})
     assert no_flag.tombstone_of({"value": "x"}) is False and no_flag.tombstone_of({"value": None}) is True
+
+
+def test_a_runs_entry_is_dated_by_its_commit_when_its_now_lags_behind():
+    """A backfill's now lies in the past: the tombstones it cleans first count their
+    delete.retention.ms from the commit, as Kafka counts from the clean that really happened."""
+    from lakecleaner.rules import first_clean_time
+
+    ck = Checkpoint().advanced(1_000, {0: 5}, {}, 100, new_tombstones=1, committed_ms=9_000)
+    assert ck.history == [(9_000, {0: 5}, 1)] and ck.as_of_ms == 1_000
+    assert first_clean_time(1_000, 9_000) == 9_000 and first_clean_time(9_000, 1_000) == 9_000
+    assert not ck.tombstones_due(1_000 + 100, 100)  # a retention after the run's now: not yet
+    assert ck.tombstones_due(9_000 + 100, 100)  # a retention after its commit: due
+    assert ck.expired_through(0, 9_099, 100) is None and ck.expired_through(0, 9_100, 100) == 5
+    assert Checkpoint.from_json(ck.to_json()) == ck
+
+
+def test_the_as_of_now_moves_with_the_checkpoint_only():
+    ck = Checkpoint().advanced(1_000, {0: 5}, {}, 100)
+    assert ck.as_of_ms == 1_000 and not ck.later_than(1_000) and ck.later_than(999)
+    idle = ck.advanced(2_000, {0: 5}, {}, 10**9)  # nothing moved: no property write, no new as-of
+    assert idle == ck and idle.to_json() == ck.to_json()
+    assert ck.advanced(3_000, {0: 6}, {}, 10**9).as_of_ms == 3_000
+    assert Checkpoint.from_json('{"offsets": {"0": 5}}').as_of_ms is None  # written before as-of existed

@@ -216,3 +216,15 @@ def test_one_hostile_table_never_stops_the_evaluation_of_the_others(tmp_path, mo
     assert "lakecleaner.checkpoint" in rows["a.hostile"].reason and "[[" not in rows["a.hostile"].reason
     assert rows["a.broken"].status == "unreadable"
     assert rows["a.broken"].reason == "table a.broken: cannot evaluate: RecursionError: maximum recursion depth exceeded"
+
+
+def test_a_backfills_evaluation_never_replaces_a_later_one(tmp_path):
+    from lakecleaner.config import CatalogConfig, LakecleanerConfig
+    from lakecleaner.evaluate import Evaluation
+
+    cfg = LakecleanerConfig(catalog=CatalogConfig(warehouse=str(tmp_path)))
+    scheduler.record_evaluation(cfg, [Evaluation("a.t", "eligible", "now")], now_ms=2_000)
+    assert scheduler.record_evaluation(cfg, [Evaluation("a.t", "not eligible", "then")], now_ms=1_000) is None
+    assert scheduler.last_evaluation(cfg).now_ms == 2_000
+    assert scheduler.record_evaluation(cfg, [Evaluation("a.t", "not eligible", "later")], now_ms=3_000)
+    assert scheduler.last_evaluation(cfg).row("a.t")["reason"] == "later"

@@ -1,0 +1,88 @@
+"""Backfills beside scheduled runs: a run whose now lies behind the table's last run takes nothing and
+says why; a run that another cleaner beat to the commit yields, uncounted; an erasure request is
+carried out by one run at a time. (The horizon counted from the real clean: tests/cases.py.)"""
+import time
+
+import pytest
+
+from lakecleaner import catalog
+from lakecleaner.batch import BatchRequest, clean_tables
+from lakecleaner.config import CHECKPOINT_PROPERTY
+from lakecleaner.engine import compact_table
+from lakecleaner.erasure_requests import IN_PROGRESS, carry_out, claim, enqueue, pending_requests, requests_table
+from lakecleaner.forget import Attribution, ForgetRequest
+from lakecleaner.history import read_history
+from lakecleaner.rules import Checkpoint
+from lakecleaner.state import StateStore
+from lakecleaner.tables import append, create_compacted_table
+
+pytestmark = pytest.mark.spark
+
+
+def _rows(start, n, keys=3):
+    return [{"key": f"k{i % keys}", "offset": i, "partition": 0, "value": f"v{i}"} for i in range(start, start + n)]
+
+
+def _checkpoint(spark, ref) -> Checkpoint:
+    rows = spark.sql(f"SHOW TBLPROPERTIES {ref.sql()}").where(f"key = '{CHECKPOINT_PROPERTY}'").collect()
+    return Checkpoint.from_json(rows[0]["value"] if rows else None)
+
+
+def test_a_run_behind_the_tables_last_now_takes_nothing_and_says_why(spark, lake_config, table_name):
+    ref = create_compacted_table(spark, lake_config, table_name, {"compaction.max.records.per.run": "3"})
+    append(spark, ref, _rows(0, 6))
+    now = int(time.time() * 1000)
+    first = compact_table(spark, lake_config, table_name, now_ms=now)  # the budget: half of it
+    assert first["status"] == "committed" and _checkpoint(spark, ref).as_of_ms == now
+    before = sorted(r["offset"] for r in spark.table(ref.sql()).collect())
+    late = compact_table(spark, lake_config, table_name, now_ms=now - 60_000)  # a backfill's earlier interval
+    assert late["status"] == "skipped" and "already cleaned as of a later time" in late["reason"]
+    assert sorted(r["offset"] for r in spark.table(ref.sql()).collect()) == before
+    assert len(_checkpoint(spark, ref).history) == 1  # no older entry added
+    [outcome] = clean_tables(spark, lake_config, BatchRequest((table_name,), now - 60_000, record_outcomes=True))
+    assert outcome.status == "skipped" and "later time" in outcome.error and "maintain" not in outcome.steps
+    assert StateStore(lake_config).get(table_name).consecutive_failures == 0
+
+
+def test_a_run_another_cleaner_beat_to_the_commit_yields_and_is_not_counted(spark, lake_config, table_name,
+                                                                           monkeypatch):
+    ref = create_compacted_table(spark, lake_config, table_name)
+    append(spark, ref, _rows(0, 6))
+    original = catalog.check_no_concurrent_cleaner
+    state = {"done": False}
+
+    def another_run_commits_first(spark_, ref_, snapshot):
+        if not state["done"]:
+            state["done"] = True
+            compact_table(spark, lake_config, table_name)  # a scheduled run beside the backfill's
+        return original(spark_, ref_, snapshot)
+
+    monkeypatch.setattr(catalog, "check_no_concurrent_cleaner", another_run_commits_first)
+    request = BatchRequest((table_name,), int(time.time() * 1000), record_outcomes=True)
+    [outcome] = clean_tables(spark, lake_config, request)
+    monkeypatch.undo()
+    assert outcome.status == "yielded" and outcome.failed_step == "compact", outcome
+    assert "nothing committed" in outcome.error
+    assert StateStore(lake_config).get(table_name).consecutive_failures == 0  # not towards uncleanable
+    statuses = [r["status"] for r in read_history(lake_config, table_name, newest_first=False)]
+    assert statuses[-2:] == ["committed", "yielded"]
+    assert sorted(r["key"] for r in spark.table(ref.sql()).collect()) == ["k0", "k1", "k2"]  # cleaned once
+
+
+def test_one_erasure_request_is_carried_out_by_one_run_and_a_dead_claim_is_taken_over(spark, lake_config, table_name):
+    ref = create_compacted_table(spark, lake_config, table_name)
+    append(spark, ref, _rows(0, 6))
+    now = int(time.time() * 1000)
+    request = ForgetRequest(table_name, ({"key": "k1"},))
+    enqueue(spark, lake_config, request, now)
+    [pending] = [r for r in pending_requests(spark, lake_config, now_ms=now) if r.request_id == request.request_id]
+    assert claim(spark, lake_config, pending, Attribution("scheduled__a"), now)  # a scheduled run has it
+    other = carry_out(spark, lake_config, pending, now, 60_000, Attribution("backfill__b"), False)
+    assert other["status"] == "yielded" and spark.table(ref.sql()).where("key = 'k1'").count() == 2
+    assert not [r for r in pending_requests(spark, lake_config, now_ms=now) if r.request_id == request.request_id]
+    # the claimer died: once its lease has passed, the next run takes the request over
+    spark.sql(f"UPDATE {requests_table(lake_config)} SET processed_at = TIMESTAMP '2000-01-01 00:00:00' "
+              f"WHERE request_id = '{request.request_id}' AND status = '{IN_PROGRESS}'")
+    [again] = [r for r in pending_requests(spark, lake_config, now_ms=now) if r.request_id == request.request_id]
+    done = carry_out(spark, lake_config, again, now, 60_000, Attribution("backfill__b"), False)
+    assert done["status"] == "forgotten" and spark.table(ref.sql()).where("key = 'k1'").count() == 0
