@@ -138,17 +138,10 @@ def list_pending(cfg: LakecleanerConfig, ids: Iterable[str] = (), now_ms: int | 
     submits an application only when there is work and never reads a key column."""
     from pyiceberg.expressions import In
 
-    from .metadata import MetadataReader
+    from .metadata import own_table
 
-    try:
-        tbl = MetadataReader(cfg).load(f"{cfg.cleaner.meta_namespace}.{REQUESTS_TABLE}")
-    except (FileNotFoundError, OSError):
-        return []
-    except Exception as exc:  # noqa: BLE001 - pyiceberg's NoSuchTableError and friends
-        if type(exc).__name__.startswith("NoSuch"):
-            return []
-        raise
-    if tbl.current_snapshot() is None:
+    tbl = own_table(cfg, REQUESTS_TABLE)
+    if tbl is None:
         return []
     now_ms = int(now_ms if now_ms is not None else time.time() * 1000)
     wanted = set(ids)

@@ -9,7 +9,7 @@ from typing import Iterable
 
 from .catalog import create_unless_exists, first_line
 from .config import LakecleanerConfig
-from .metadata import MetadataReader
+from .metadata import own_table
 
 log = logging.getLogger("lakecleaner")
 
@@ -21,16 +21,8 @@ def read_history(cfg: LakecleanerConfig, table: str | None = None, limit: int | 
     files by, so a page reads a window, not the whole history); [] while no run has been recorded."""
     from pyiceberg.expressions import AlwaysTrue, And, EqualTo, GreaterThanOrEqual, In
 
-    try:
-        tbl = MetadataReader(cfg).load(f"{cfg.cleaner.meta_namespace}.run_history")
-    except (FileNotFoundError, OSError) as exc:
-        log.info("lakecleaner: no run history yet (%s)", exc)
-        return []
-    except Exception as exc:  # noqa: BLE001 - pyiceberg's NoSuchTableError and friends
-        if type(exc).__name__.startswith("NoSuch"):
-            return []
-        raise
-    if tbl.current_snapshot() is None:
+    tbl = own_table(cfg, "run_history")
+    if tbl is None:
         return []
     where = AlwaysTrue()
     if table is not None:

@@ -102,6 +102,21 @@ class MetadataReader:
         return table_metadata(table, tbl, self.cfg.defaults, self.cache, lambda: read_append_times(self.cfg, table))
 
 
+def own_table(cfg: LakecleanerConfig, name: str):
+    """One of the cleaner's own tables in its meta namespace (run history, erasure requests) through
+    pyiceberg, or None while it does not exist or holds no snapshot yet."""
+    try:
+        tbl = MetadataReader(cfg).load(f"{cfg.cleaner.meta_namespace}.{name}")
+    except (FileNotFoundError, OSError) as exc:
+        log.info("lakecleaner: no %s table yet (%s)", name, exc)
+        return None
+    except Exception as exc:  # noqa: BLE001 - pyiceberg's NoSuchTableError and friends
+        if type(exc).__name__.startswith("NoSuch"):
+            return None
+        raise
+    return tbl if tbl.current_snapshot() is not None else None
+
+
 def _refs(tbl) -> tuple[RefSnapshot, ...]:
     """Every tag and branch but main, with its snapshot's commit time (0 if that snapshot is gone)."""
     times = {s.snapshot_id: s.timestamp_ms for s in tbl.metadata.snapshots}
