@@ -213,7 +213,8 @@ def carry_out(spark, cfg: LakecleanerConfig, request: ForgetRequest, now_ms: int
     except Exception as exc:  # noqa: BLE001 - this request's failure, named; the others go on
         text = (str(exc) if isinstance(exc, (CompactionError, ConfigError))
                 else scrub(f"table {request.table}: {first_line(exc)}", request))
-        rejected = isinstance(exc, ForgetError) and exc.rejected
+        # never to be carried out: a bad key, a table name that is no table's (kept, it would fail for ever)
+        rejected = (isinstance(exc, ForgetError) and exc.rejected) or isinstance(exc, ConfigError)
         if token is not None:
             (finish(spark, cfg, request, token, REJECTED, text, by) if rejected
              else release(spark, cfg, request, token, text))

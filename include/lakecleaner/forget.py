@@ -200,6 +200,7 @@ class _Prepared:
     keys: Any  # DataFrame: the key columns, lc_key_hash
     hashes: list[str]
     hasher: KeyHasher
+    props: dict[str, str]
 
 
 def forget(spark, cfg: LakecleanerConfig, request: ForgetRequest, now_ms: int | None = None,
@@ -220,12 +221,14 @@ def forget(spark, cfg: LakecleanerConfig, request: ForgetRequest, now_ms: int | 
 def _prepare(spark, cfg: LakecleanerConfig, request: ForgetRequest) -> _Prepared:
     ref = TableRef.parse(request.table, cfg.catalog.name)
     tc, props = load_table_config(spark, cfg, ref)
+    # The table's own problems leave the request waiting (an operator fixes the table; an erasure
+    # obligation is not dropped): only a request that can never be carried out is rejected.
     if problem := catalog.layout_problem(props):
-        raise ForgetError(ref.short, f"{problem}; nothing deleted", rejected=True)
+        raise ForgetError(ref.short, f"{problem}; nothing deleted")
     try:
         check_quarantine(spark, quarantine_table(cfg, ref), ref)
     except CompactionError as exc:
-        raise ForgetError(ref.short, f"{exc.problem}; nothing deleted", rejected=True) from None
+        raise ForgetError(ref.short, f"{exc.problem}; nothing deleted") from None
     hasher = key_hasher(cfg)
     register_pads(spark, hasher)
     view = f"lc_forget_keys_{uuid.uuid4().hex}"
@@ -237,15 +240,15 @@ def _prepare(spark, cfg: LakecleanerConfig, request: ForgetRequest) -> _Prepared
     finally:
         spark.catalog.dropTempView(view)
     hashes = sorted(r["lc_key_hash"] for r in keys.select("lc_key_hash").collect())
-    return _Prepared(ref, tc, keys, hashes, hasher)
+    return _Prepared(ref, tc, keys, hashes, hasher, props)
 
 
 def _carry_out(spark, cfg, request: ForgetRequest, job: _Prepared, now_ms: int, interval_ms: int,
                by: Attribution) -> ForgetResult:
     ref, tc = job.ref, job.tc
-    resumed = _audited_delete(spark, cfg, request.request_id)
+    resumed = _audited_delete(spark, cfg, request)
     if resumed is None:
-        catalog.set_layout_defaults(spark, ref, _props(spark, ref))  # once the request is valid
+        catalog.set_layout_defaults(spark, ref, job.props)  # once the request is valid
         removed, offsets, snapshot_id = _forget_in_table(spark, ref, tc, job.keys)
         result = ForgetResult(ref.short, request.request_id, now_ms, len(job.hashes), sum(removed.values()), 0,
                               offsets, False, None, "", job.hasher.scheme, job.hashes)
@@ -255,7 +258,7 @@ def _carry_out(spark, cfg, request: ForgetRequest, job: _Prepared, now_ms: int, 
     try:
         quarantined = _forget_in_quarantine(spark, cfg, ref, tc, job.keys)
         if quarantined:
-            _audit_quarantined(spark, cfg, result.request_id, quarantined)
+            _audit_quarantined(spark, cfg, result, quarantined)
             result.removed_quarantined += sum(quarantined.values())
         result.maintenance = maintain_table(spark, cfg, ref.short, now_ms, rewrite_reason=REWRITE_REASON)
         holding = _files_still_holding(spark, ref, tc, job.keys, result.request_offsets)
@@ -270,10 +273,6 @@ def _carry_out(spark, cfg, request: ForgetRequest, job: _Prepared, now_ms: int, 
                                      "'deleted' and the "
                                      "next attempt resumes from there") from exc
     return result
-
-
-def _props(spark, ref: TableRef) -> dict[str, str]:
-    return {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {ref.sql()}").collect()}
 
 
 def _dry_run(spark, cfg, request: ForgetRequest, job: _Prepared, now_ms: int) -> ForgetResult:
@@ -513,28 +512,30 @@ def _audit_deleted(spark, cfg: LakecleanerConfig, request: ForgetRequest, result
     spark.createDataFrame(rows, _parse_datatype_string(AUDIT_SCHEMA)).writeTo(audit_table(cfg)).append()
 
 
-def _audited_delete(spark, cfg: LakecleanerConfig, request_id: str) -> ForgetResult | None:
+def _audited_delete(spark, cfg: LakecleanerConfig, request: ForgetRequest) -> ForgetResult | None:
     """The state of a request whose delete committed but which did not complete (its audit rows say
     'deleted'), to resume from; None when it has no such rows."""
     if not spark.catalog.tableExists(audit_table(cfg).replace("`", "")):
         return None
     ensure_audit_table(spark, cfg)
-    rows = spark.sql(f"SELECT * FROM {audit_table(cfg)} WHERE request_id = {sql_string(request_id)} "
-                     f"AND status = {sql_string(DELETED)}").collect()
+    ref = TableRef.parse(request.table, cfg.catalog.name)
+    rows = spark.sql(f"SELECT * FROM {audit_table(cfg)} WHERE request_id = {sql_string(request.request_id)} "
+                     f"AND table_name = {sql_string(ref.short)} AND status = {sql_string(DELETED)}").collect()
     if not rows:
         return None
     first = rows[0]
-    return ForgetResult(first["table_name"], request_id, first["requested_ms"], len(rows),
+    return ForgetResult(first["table_name"], request.request_id, first["requested_ms"], len(rows),
                         sum(r["removed_records"] for r in rows), sum(r["removed_quarantined"] or 0 for r in rows),
                         dict(first["request_offsets"] or {}), False, None,
                         "", first["hash_scheme"] or UNKEYED, sorted(r["key_hash"] for r in rows))
 
 
-def _audit_quarantined(spark, cfg: LakecleanerConfig, request_id: str, quarantined: dict) -> None:
+def _audit_quarantined(spark, cfg: LakecleanerConfig, result: ForgetResult, quarantined: dict) -> None:
     """Add the records removed from quarantine to the request's rows (a resumed request adds its own)."""
     per_key = " ".join(f"WHEN {sql_string(h)} THEN {int(n)}" for h, n in quarantined.items())
     spark.sql(f"UPDATE {audit_table(cfg)} SET removed_quarantined = coalesce(removed_quarantined, 0) + "
-              f"CASE key_hash {per_key} ELSE 0 END WHERE request_id = {sql_string(request_id)}")
+              f"CASE key_hash {per_key} ELSE 0 END WHERE request_id = {sql_string(result.request_id)} "
+              f"AND table_name = {sql_string(result.table)}")
 
 
 def _audit_complete(spark, cfg: LakecleanerConfig, result: ForgetResult) -> None:
@@ -543,7 +544,7 @@ def _audit_complete(spark, cfg: LakecleanerConfig, result: ForgetResult) -> None
     spark.sql(f"UPDATE {audit_table(cfg)} SET status = {sql_string(FORGOTTEN)}, "
               f"physically_removed = {str(result.physically_removed).upper()}, deadline_ms = {deadline}, "
               f"deadline_note = {sql_string(result.deadline_note)}, completed_at = current_timestamp() "
-              f"WHERE request_id = {sql_string(result.request_id)}")
+              f"WHERE request_id = {sql_string(result.request_id)} AND table_name = {sql_string(result.table)}")
 
 
 def read_audit(spark, cfg: LakecleanerConfig, table: str | None = None) -> list[dict]:

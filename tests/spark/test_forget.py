@@ -406,3 +406,24 @@ def test_spark_computes_the_same_hmac_as_python_and_no_plan_shows_the_secret(spa
     ipad, opad = hasher.pads()
     for secret in (SECRET, SECRET.encode().hex(), ipad.hex(), opad.hex()):
         assert secret.lower() not in plans.lower() and secret not in query
+
+
+def test_a_table_problem_leaves_the_request_waiting_until_the_table_is_fixed(spark, lake_config, table_name):
+    """An erasure obligation is not dropped because an operator must fix the table first: only a
+    request that can never be carried out (a bad key, no such table) is rejected."""
+    ref = _filled(spark, lake_config, table_name)
+    spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ('write.merge.mode' = 'copy-on-write')")
+    request = ForgetRequest(table_name, ({"key": "alice"},))
+    now = int(time.time() * 1000)
+    enqueue(spark, lake_config, request, now)
+
+    def attempt():
+        [pending] = [r for r in pending_requests(spark, lake_config) if r.request_id == request.request_id]
+        return carry_out(spark, lake_config, pending, now, INTERVAL, Attribution("run-1"), False)
+
+    line = attempt()
+    assert line["status"] == "failed" and not line["rejected"] and "copy-on-write" in line["error"]
+    [row] = [r for r in _requests(spark, lake_config, table_name) if r["request_id"] == request.request_id]
+    assert row["status"] == "pending" and row["key"] == {"key": "alice"} and "copy-on-write" in row["note"]
+    spark.sql(f"ALTER TABLE {ref.sql()} UNSET TBLPROPERTIES ('write.merge.mode')")
+    assert attempt()["status"] == "forgotten" and not spark.table(ref.sql()).where("key = 'alice'").count()
