@@ -41,6 +41,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_fleet.py
 	$(BIN)/python benchmarks/bench_cdc.py
 	$(BIN)/python benchmarks/bench_cdc.py --series column --late-shape adversarial
+	$(BIN)/python benchmarks/bench_erasure.py
 
 # Airflow 3 on this machine: api-server, scheduler, dag-processor and triggerer (LocalExecutor, SQLite,
 # SimpleAuthManager) with the lakecleaner DAG, Spark in local mode on the embedded warehouse.
