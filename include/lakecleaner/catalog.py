@@ -129,19 +129,28 @@ def fail_point(name: str) -> None:
 
 
 # Iceberg refused the commit: another writer's commit conflicts with what the run read. Its metadata
-# swap never happened (unlike CommitStateUnknownException, which is not matched here).
-CONFLICTS = ("org.apache.iceberg.exceptions.ValidationException", "org.apache.iceberg.exceptions.CommitFailedException")
+# swap never happened (unlike CommitStateUnknownException, which is not matched here). A
+# CommitFailedException is always that; a ValidationException only with the messages Iceberg's
+# commit validation gives a concurrent change (MergingSnapshotProducer, BaseRowDelta, BaseOverwriteFiles,
+# BaseRewriteFiles): it is also raised for lasting problems (a partition spec that no longer resolves,
+# a schema mismatch), which are the table's failures, not a yield.
+COMMIT_FAILED = "org.apache.iceberg.exceptions.CommitFailedException"
+VALIDATION = "org.apache.iceberg.exceptions.ValidationException"
+CONCURRENT_VALIDATIONS = ("conflicting", "missing required files to delete", "found new", "concurrent",
+                          "cannot commit, found", "deleted data files that were", "no longer exists")
 
 
 def conflict_error(ref: TableRef, exc: BaseException) -> ConcurrentCommitError | None:
+    """The commit conflict ``exc`` is, as this run's yield; None for any other failure."""
     text = str(exc)
-    found = next((name for name in CONFLICTS if name in text), None)
-    if found is None:
-        return None
-    detail = text[text.index(found) + len(found):].lstrip(": ").splitlines()[0][:300]
-    return ConcurrentCommitError(ref.short, f"a concurrent commit conflicts with this run (another cleaner or writer: "
-                                      f"{found.rsplit('.', 1)[1]}: {detail}); nothing committed, the next run "
-                                      f"starts over")
+    for name in (COMMIT_FAILED, VALIDATION):
+        if name in text:
+            detail = text[text.index(name) + len(name):].lstrip(": ").splitlines()[0][:300]
+            if name == COMMIT_FAILED or any(m in detail.lower() for m in CONCURRENT_VALIDATIONS):
+                return ConcurrentCommitError(ref.short, f"a concurrent commit conflicts with this run (another "
+                                                        f"cleaner or writer: {name.rsplit('.', 1)[1]}: {detail}); "
+                                                        "nothing committed, the next run starts over")
+    return None
 
 
 def check_layout(ref: TableRef, props: dict[str, str]) -> None:

@@ -99,6 +99,15 @@ def cmd_clear_uncleanable(args) -> int:
     return 1 if failed else 0
 
 
+class RefusedKey(argparse.Action):
+    """``--key K``, the syntax before the request table: refused without echoing K (argparse's own
+    error for an unknown option would print it)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.exit(2, "lakecleaner forget: --key is gone: keys never go on a command line, where every process "
+                       "list and shell history shows them; write them as JSON lines to a file or stdin: --keys FILE|-\n")
+
+
 def cmd_forget(args) -> int:
     """Erasure on request (lakecleaner.forget): the keys go from a file or stdin (never argv) into the
     request table, through a private file the application reads; then it carries the request out
@@ -185,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keys", required=True, metavar="FILE",
                    help='the keys as JSON lines, one object per key naming every key column ({"tenant": 7, '
                         '"id": 42}); - reads stdin. Never on the command line, where every process list shows it')
+    p.add_argument("--key", action=RefusedKey, help=argparse.SUPPRESS)  # the old syntax: never echoed
     p.add_argument("--reason", help="why (kept in the audit)")
     p.add_argument("--requested-by", help="who asked (kept in the audit; default: this user)")
     p.add_argument("--enqueue-only", action="store_true",

@@ -118,18 +118,32 @@ def _open_sql(now_ms: int) -> str:
 
 def pending_requests(spark, cfg: LakecleanerConfig, ids: Iterable[str] = (),
                      now_ms: int | None = None) -> list[ForgetRequest]:
-    """The open requests (only ``ids``, when given), keys included: for the Spark application."""
+    """The open requests (only ``ids``, when given), keys included: what a dry run counts, and the
+    (request id, table) pairs a run claims one by one (claimed_request then reads the keys it holds)."""
     if not spark.catalog.tableExists(requests_table(cfg).replace("`", "")):
         return []
     where = _open_sql(int(now_ms if now_ms is not None else time.time() * 1000))
-    if ids := list(ids):
+    if ids := [i for i in ids if isinstance(i, str)]:
         where += f" AND request_id IN ({', '.join(sql_string(i) for i in ids)})"
+    return _requests(spark, cfg, where)
+
+
+def claimed_request(spark, cfg: LakecleanerConfig, request_id: str, table: str, token: str) -> ForgetRequest:
+    """The request as this run claimed it: exactly the rows its claim took (a key added under the
+    same id after the claim waits for the next run)."""
+    [request] = _requests(spark, cfg, f"request_id = {sql_string(request_id)} AND table_name = "
+                                      f"{sql_string(table)} AND note = {sql_string(token)}")
+    return request
+
+
+def _requests(spark, cfg: LakecleanerConfig, where: str) -> list[ForgetRequest]:
     grouped: dict[tuple[str, str], dict] = {}
-    for r in spark.sql(f"SELECT * FROM {requests_table(cfg)} WHERE {where} ORDER BY requested_at").collect():
-        entry = grouped.setdefault((r["request_id"], r["table_name"]),
-                                   {"keys": [], "by": r["requested_by"], "reason": r["reason"]})
+    for r in spark.sql(f"SELECT *, unix_millis(requested_at) AS lc_requested_ms FROM {requests_table(cfg)} "
+                       f"WHERE {where} ORDER BY requested_at").collect():
+        entry = grouped.setdefault((r["request_id"], r["table_name"]), {
+            "keys": [], "by": r["requested_by"], "reason": r["reason"], "at": r["lc_requested_ms"]})
         entry["keys"].append(dict(r["key"] or {}))
-    return [ForgetRequest(table, tuple(e["keys"]), request_id, e["by"], e["reason"])
+    return [ForgetRequest(table, tuple(e["keys"]), request_id, e["by"], e["reason"], e["at"])
             for (request_id, table), e in grouped.items()]
 
 
@@ -144,7 +158,7 @@ def list_pending(cfg: LakecleanerConfig, ids: Iterable[str] = (), now_ms: int | 
     if tbl is None:
         return []
     now_ms = int(now_ms if now_ms is not None else time.time() * 1000)
-    wanted = set(ids)
+    wanted = {i for i in ids if isinstance(i, str)}  # an old run's conf may hold objects (keys): never used
     counts: dict[tuple[str, str], int] = {}
     rows = tbl.scan(row_filter=In("status", (PENDING, IN_PROGRESS)),
                     selected_fields=("request_id", "table_name", "status", "processed_at")).to_arrow()
@@ -156,24 +170,23 @@ def list_pending(cfg: LakecleanerConfig, ids: Iterable[str] = (), now_ms: int | 
     return [PendingRequest(rid, table, n) for (rid, table), n in sorted(counts.items())]
 
 
-def claim(spark, cfg: LakecleanerConfig, request: ForgetRequest, by: Attribution, now_ms: int) -> str | None:
+def claim(spark, cfg: LakecleanerConfig, request_id: str, table: str, by: Attribution, now_ms: int) -> str | None:
     """Take the request for this run, or None when another run has it: two runs of the DAG (a
     backfill beside a scheduled run) list the same pending request, and one request must be carried
     out by one run at a time. The claim is an Iceberg commit: of two runs updating the same rows,
     the second fails validation, or finds them no longer open."""
     token = f"claim {uuid.uuid4().hex}"
+    where = f"request_id = {sql_string(request_id)} AND table_name = {sql_string(table)}"
     try:
         spark.sql(f"UPDATE {requests_table(cfg)} SET status = {sql_string(IN_PROGRESS)}, processed_at = "
                   f"current_timestamp(), processed_by = {sql_string(_processed_by(by))}, note = {sql_string(token)} "
-                  f"WHERE request_id = {sql_string(request.request_id)} AND table_name = {sql_string(request.table)} "
-                  f"AND {_open_sql(now_ms)}")
+                  f"WHERE {where} AND {_open_sql(now_ms)}")
     except Exception as exc:  # noqa: BLE001 - Iceberg's validation: another run claimed it first
         if conflict_error(requests_ref(cfg), exc) is None:
             raise
         return None
-    mine = spark.sql(f"SELECT count(*) FROM {requests_table(cfg)} WHERE request_id = {sql_string(request.request_id)} "
-                     f"AND table_name = {sql_string(request.table)} AND note = {sql_string(token)}").collect()[0][0]
-    return token if mine else None
+    mine = spark.sql(f"SELECT count(*) FROM {requests_table(cfg)} WHERE {where} AND note = {sql_string(token)}")
+    return token if mine.collect()[0][0] else None
 
 
 def _processed_by(by: Attribution) -> str:
@@ -201,30 +214,48 @@ def release(spark, cfg: LakecleanerConfig, request: ForgetRequest, token: str, n
 # ---------------------------------------------------------------- carrying them out
 def carry_out(spark, cfg: LakecleanerConfig, request: ForgetRequest, now_ms: int, interval_ms: int,
               by: Attribution, dry_run: bool) -> dict:
-    """One request: its result line. It is claimed first (another run carrying it out: yielded). A
-    rejected request (bad key, refused table) is closed as such; any other failure gives it back,
-    to be retried (resumed, when its delete committed)."""
-    token = None if dry_run else claim(spark, cfg, request, by, now_ms)
-    if token is None and not dry_run:
+    """One listed request: its result line. A dry run counts what its keys would remove. Otherwise
+    it is claimed first (another run carrying it out: yielded) and carried out with the keys the
+    claim took. A rejected request (a bad key, no such table) is closed as such; any other failure
+    gives it back, to be retried (resumed, when its delete committed)."""
+    if dry_run:
+        return _attempt(spark, cfg, request, now_ms, interval_ms, by, True)[0]
+    token = claim(spark, cfg, request.request_id, request.table, by, now_ms)
+    if token is None:
         return {"request_id": request.request_id, "table": request.table, "status": "yielded",
                 "reason": "another run is carrying this request out", "keys": len(request.keys)}
+    request = claimed_request(spark, cfg, request.request_id, request.table, token)
+    line, rejected = _attempt(spark, cfg, request, now_ms, interval_ms, by, False)
     try:
-        result = forget(spark, cfg, request, now_ms, interval_ms, by, dry_run).as_dict()
+        if line["status"] != "failed":
+            finish(spark, cfg, request, token, DONE, f"removed {line['removed_records']} record(s), "
+                                                     f"{line['removed_quarantined']} from quarantine; physically "
+                                                     f"removed: {line['physically_removed']}", by)
+        elif rejected:
+            finish(spark, cfg, request, token, REJECTED, line["error"], by)
+        else:
+            release(spark, cfg, request, token, line["error"])
+    except Exception as exc:  # noqa: BLE001 - carried out; the request row is retried after the lease
+        return {**line, "status": "failed", "error": f"table {request.table}: request {request.request_id} was "
+                f"carried out ({line.get('status')}) but could not be closed in the request table "
+                f"({type(exc).__name__}); it is resumed from its audit after the claim's lease"}
+    return line
+
+
+def _attempt(spark, cfg: LakecleanerConfig, request: ForgetRequest, now_ms: int, interval_ms: int,
+             by: Attribution, dry_run: bool) -> tuple[dict, bool]:
+    """The request's result line, and whether it failed for good (rejected)."""
+    try:
+        return forget(spark, cfg, request, now_ms, interval_ms, by, dry_run).as_dict(), False
     except Exception as exc:  # noqa: BLE001 - this request's failure, named; the others go on
         text = (str(exc) if isinstance(exc, (CompactionError, ConfigError))
                 else scrub(f"table {request.table}: {first_line(exc)}", request))
-        # never to be carried out: a bad key, a table name that is no table's (kept, it would fail for ever)
-        rejected = (isinstance(exc, ForgetError) and exc.rejected) or isinstance(exc, ConfigError)
-        if token is not None:
-            (finish(spark, cfg, request, token, REJECTED, text, by) if rejected
-             else release(spark, cfg, request, token, text))
+        # never to be carried out: a bad key, or a name that is no table's; a table's own problem
+        # (a setting, its layout) waits for an operator, the request kept
+        rejected = ((isinstance(exc, ForgetError) and exc.rejected)
+                    or (isinstance(exc, ConfigError) and exc.prop == "table"))
         return {"request_id": request.request_id, "table": request.table, "status": "failed", "error": text,
-                "rejected": rejected, "keys": len(request.keys)}
-    if token is not None:
-        finish(spark, cfg, request, token, DONE, f"removed {result['removed_records']} record(s), "
-                                                 f"{result['removed_quarantined']} from quarantine; physically "
-                                                 f"removed: {result['physically_removed']}", by)
-    return result
+                "rejected": rejected, "keys": len(request.keys)}, rejected
 
 
 def job_main(argv: list[str] | None = None) -> int:

@@ -48,7 +48,7 @@ AUDIT_SCHEMA = (
     "removed_records bigint, removed_quarantined bigint, request_offsets map<bigint,bigint>, "
     "committed_snapshot_id bigint, physically_removed boolean, deadline_ms bigint, deadline_note string, "
     "status string, hash_scheme string, requested_by string, reason string, dag_run_id string, "
-    "triggered_by string, completed_at timestamp"
+    "triggered_by string, completed_at timestamp, request_sequence bigint"
 )
 DELETED, FORGOTTEN = "deleted", "forgotten"  # an audit row's status: the delete committed; all done
 COMMIT_ATTEMPTS = 3
@@ -72,6 +72,7 @@ class ForgetRequest:
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     requested_by: str | None = None
     reason: str | None = None
+    requested_ms: int | None = None  # when it was asked for (the request table's requested_at)
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,8 @@ class ForgetResult:
     deadline_note: str
     hash_scheme: str = UNKEYED
     key_hashes: list = field(default_factory=list)
+    # the request snapshot's data sequence number: every file at or below it existed at the request
+    request_sequence: int | None = None
     maintenance: dict = field(default_factory=dict)
     status: str = FORGOTTEN  # or "dry run": what would go, nothing changed
 
@@ -245,33 +248,45 @@ def _prepare(spark, cfg: LakecleanerConfig, request: ForgetRequest) -> _Prepared
 
 def _carry_out(spark, cfg, request: ForgetRequest, job: _Prepared, now_ms: int, interval_ms: int,
                by: Attribution) -> ForgetResult:
+    """Delete the keys not deleted yet (a key whose delete committed in an earlier attempt is
+    resumed from its audit row), then quarantine, maintenance, the on-disk verdict, the audit."""
     ref, tc = job.ref, job.tc
-    resumed = _audited_delete(spark, cfg, request)
-    if resumed is None:
+    audited = _audited(spark, cfg, request, job.hashes)
+    result = ForgetResult(ref.short, request.request_id, now_ms, len(job.hashes),
+                          sum(r["removed_records"] or 0 for r in audited.values()),
+                          sum(r["removed_quarantined"] or 0 for r in audited.values()),
+                          dict(next(iter(audited.values()))["request_offsets"] or {}) if audited else {}, False, None, "",
+                          job.hasher.scheme, job.hashes)
+    fresh = [h for h in job.hashes if h not in audited]
+    sequences = {h: r["request_sequence"] for h, r in audited.items()}
+    if fresh:
         catalog.set_layout_defaults(spark, ref, job.props)  # once the request is valid
-        removed, offsets, snapshot_id = _forget_in_table(spark, ref, tc, job.keys)
-        result = ForgetResult(ref.short, request.request_id, now_ms, len(job.hashes), sum(removed.values()), 0,
-                              offsets, False, None, "", job.hasher.scheme, job.hashes)
-        _audit_deleted(spark, cfg, request, result, removed, snapshot_id, by)
-    else:
-        result = resumed
+        deleted = _forget_in_table(spark, ref, tc, job.keys.where(job.keys["lc_key_hash"].isin(fresh)))
+        result.removed_records += sum(deleted.counts.values())
+        result.request_offsets = deleted.offsets
+        _audit_deleted(spark, cfg, request, result, fresh, deleted, by)
+        sequences.update({h: deleted.request_sequence for h in fresh})
     try:
         quarantined = _forget_in_quarantine(spark, cfg, ref, tc, job.keys)
         if quarantined:
             _audit_quarantined(spark, cfg, result, quarantined)
             result.removed_quarantined += sum(quarantined.values())
         result.maintenance = maintain_table(spark, cfg, ref.short, now_ms, rewrite_reason=REWRITE_REASON)
-        holding = _files_still_holding(spark, ref, tc, job.keys, result.request_offsets)
+        result.request_sequence = max((q for q in sequences.values() if q is not None), default=None)
+        holding = set()
+        for sequence in set(sequences.values()):  # one request snapshot per attempt that deleted
+            group = [h for h, q in sequences.items() if q == sequence]
+            holding |= _files_still_holding(spark, ref, tc, job.keys.where(job.keys["lc_key_hash"].isin(group)),
+                                            sequence)
         holding |= _files_still_holding(spark, quarantine_table(cfg, ref), tc, job.keys, None)
         result.physically_removed = not holding
-        result.deadline_ms, result.deadline_note = _deadline(spark, ref, tc, now_ms, interval_ms, holding)
+        result.deadline_ms, result.deadline_note = _deadline(spark, cfg, ref, tc, now_ms, interval_ms, holding)
         _audit_complete(spark, cfg, result)
     except Exception as exc:
         raise ForgetError(ref.short, f"the delete committed (request {request.request_id}, "
                                      f"{result.removed_records} record(s) removed from the table), but the request "
                                      f"failed after it: {scrub(catalog.first_line(exc), request)}; the audit says "
-                                     "'deleted' and the "
-                                     "next attempt resumes from there") from exc
+                                     "'deleted' and the next attempt resumes from there") from exc
     return result
 
 
@@ -286,18 +301,29 @@ def _dry_run(spark, cfg, request: ForgetRequest, job: _Prepared, now_ms: int) ->
                         None, "dry run: nothing deleted", job.hasher.scheme, job.hashes, status="dry run")
 
 
-def _forget_in_table(spark, ref: TableRef, tc: TableConfig, keys) -> tuple[dict, dict, int | None]:
-    """Delete the keys' records of one snapshot by identity; retried on a concurrent cleaner's commit.
-    Returns (records per key hash, highest offset per partition at the request, our commit's snapshot)."""
+@dataclass(frozen=True)
+class TableDelete:
+    """What a request's delete did: records per key hash, each partition's highest live offset at
+    the request, our commit's snapshot, and the request snapshot's data sequence number."""
+    counts: dict
+    offsets: dict
+    snapshot_id: int | None
+    request_sequence: int | None
+
+
+def _forget_in_table(spark, ref: TableRef, tc: TableConfig, keys) -> TableDelete:
+    """Delete the keys' records of one snapshot by identity; retried on a concurrent cleaner's commit."""
     from pyspark.sql import functions as F
 
     from .frames import merge_delete
 
     last = None
     for _ in range(COMMIT_ATTEMPTS):
-        snapshot = catalog.current_snapshot(spark, ref)
-        if snapshot is None:
-            return {}, {}, None
+        table = iceberg_table(spark, ref)
+        current = table.currentSnapshot()
+        if current is None:
+            return TableDelete({}, {}, None, None)
+        snapshot, sequence = current.snapshotId(), current.sequenceNumber()
         base = spark.read.option("snapshot-id", snapshot).table(ref.sql())
         st = Strategy(tc)
         offsets = {int(r["p"]): int(r["o"]) for r in base.groupBy(F.expr(st.partition_sql).alias("p"))
@@ -306,7 +332,7 @@ def _forget_in_table(spark, ref: TableRef, tc: TableConfig, keys) -> tuple[dict,
         doomed = base.join(F.broadcast(keys), list(tc.key_columns))
         counts = {r["lc_key_hash"]: r["n"] for r in doomed.groupBy("lc_key_hash").agg(F.count("*").alias("n")).collect()}
         if not counts:
-            return {}, offsets, None
+            return TableDelete({}, offsets, None, sequence)
         try:
             on = " AND ".join(f"t.{ident(c)} <=> s.{ident(c)}" for c in ident_cols)  # null-safe: by identity
             merge_delete(spark, ref, doomed.select(*ident_cols).distinct(), f"forget_{uuid.uuid4().hex}", on, "s")
@@ -317,7 +343,7 @@ def _forget_in_table(spark, ref: TableRef, tc: TableConfig, keys) -> tuple[dict,
             log.warning("lakecleaner: forget on %s: %s; retrying", ref.short, last)
             continue
         ours = catalog.committed_snapshot(spark, ref, snapshot)
-        return counts, offsets, ours and ours["snapshot_id"]
+        return TableDelete(counts, offsets, ours and ours["snapshot_id"], sequence)
     raise ForgetError(ref.short, f"gave up after {COMMIT_ATTEMPTS} concurrent commits: {last}; nothing deleted")
 
 
@@ -368,105 +394,167 @@ def rewrite_and_expire(spark, ref: TableRef) -> None:
 
 
 # ---------------------------------------------------------------- on disk
-def _files_still_holding(spark, ref: TableRef, tc: TableConfig, keys, offsets: dict | None) -> set[str]:
-    """The data files any snapshot or ref of the table reaches that still hold a record of the keys
-    (at or below its partition's offset at the request, when ``offsets`` is given), read from the
-    files themselves with deletes ignored: a position delete masks a record, it does not remove it.
-    Candidates are the files whose key-column bounds admit a key (Iceberg's metrics); their key,
-    partition and offset columns are read by field id, so a renamed column still matches. A file
-    that is not Parquet cannot be read so and counts as holding."""
-    from pyspark.sql import functions as F
-
+def _files_still_holding(spark, ref: TableRef, tc: TableConfig, keys, max_sequence: int | None) -> set[str]:
+    """The files any snapshot or ref of the table reaches that still hold a record of the keys,
+    among those that existed at the request (data sequence number at most ``max_sequence``: a file
+    written since holds new data, or what a rewrite kept, which the delete had already masked out;
+    None: every file), read from the files themselves with deletes ignored: a position delete or
+    deletion vector masks a record, it does not remove it. Data and equality-delete files whose
+    key bounds admit a key are read (key, partition and offset columns) by Iceberg field id, so a
+    renamed column still matches; a file written without field ids (imported by add_files or
+    migrate) is read by name. A file that is not Parquet cannot be read so and counts as holding."""
     if not spark.catalog.tableExists(ref.sql().replace("`", "")):
         return set()
-    candidates = _candidate_files(spark, ref, tc, keys)
-    if not candidates:
-        return set()
+    candidates = _candidate_files(spark, ref, tc, keys, max_sequence)
     unreadable = {path for path, fmt in candidates.items() if fmt.upper() != "PARQUET"}
     parquet = sorted(set(candidates) - unreadable)
     if not parquet:
         return unreadable
-    st = Strategy(tc)
-    with _field_id_reads(spark):
-        rows = _read_by_field_id(spark, ref, tc, parquet).join(F.broadcast(keys), list(tc.key_columns), "left_semi")
-        if offsets is not None:  # a record above its partition's offset at the request is new data
-            entries = ", ".join(f"{int(p)}L, {int(o)}L" for p, o in offsets.items())
-            at_request = f"try_element_at(map({entries}), {st.partition_sql})" if entries else "NULL"
-            rows = rows.where(f"{st.offset_sql} IS NULL OR {st.partition_sql} IS NULL "
-                              f"OR coalesce({st.offset_sql} <= {at_request}, false)")
-        return unreadable | {file_path(r[0]) for r in rows.select("lc_file").distinct().collect()}
+    try:  # Iceberg's writers always write field ids: read every file by them
+        return unreadable | _holding(spark, ref, tc, keys, parquet, [])
+    except Exception as exc:  # noqa: BLE001 - an imported file (add_files, migrate) has none
+        if "field id" not in str(exc).lower():
+            raise
+    without = [path for path in parquet if not _has_field_ids(spark, path)]
+    return unreadable | _holding(spark, ref, tc, keys, [p for p in parquet if p not in without], without)
 
 
-def _candidate_files(spark, ref: TableRef, tc: TableConfig, keys) -> dict[str, str]:
-    """{file path: format} of every data file any snapshot reaches (all_data_files: tags' and
-    branches' snapshots included) whose bounds may hold one of the keys (no bounds: may)."""
+def _holding(spark, ref: TableRef, tc: TableConfig, keys, by_id: list[str], by_name: list[str]) -> set[str]:
+    """The files among these holding a record of the keys: ``by_id`` read by Iceberg field id,
+    ``by_name`` (files without field ids) by the table's column names."""
     from pyspark.sql import functions as F
 
-    files = spark.table(ref.meta("all_data_files")).where("content = 0")
+    found = set()
+    for paths, ids in ((by_id, True), (by_name, False)):
+        if paths:
+            with _parquet_field_ids(spark, ids):
+                rows = (_read_columns(spark, ref, tc, paths, ids).join(F.broadcast(keys), list(tc.key_columns),
+                                                                       "left_semi").select("lc_file").distinct().collect())
+            found |= {file_path(r[0]) for r in rows}
+    return found
+
+
+def _candidate_files(spark, ref: TableRef, tc: TableConfig, keys, max_sequence: int | None) -> dict[str, str]:
+    """{file path: format} of every data or equality-delete file a snapshot reaches (all_entries:
+    tags' and branches' snapshots included) that existed at the request and whose bounds may hold
+    one of the keys (no bounds: may)."""
+    from pyspark.sql import functions as F
+
+    entries = spark.table(ref.meta("all_entries")).where("status < 2 AND data_file.content IN (0, 2)")
+    if max_sequence is not None:
+        entries = entries.where(F.col("sequence_number") <= F.lit(max_sequence))
     cond = F.lit(True)
     for k in tc.key_columns:
         m = F.col(f"readable_metrics.{k}")
         lo, hi = m.getField("lower_bound"), m.getField("upper_bound")
         cond = cond & (lo.isNull() | (lo <= F.col(f"lc_k.{k}"))) & (hi.isNull() | (hi >= F.col(f"lc_k.{k}")))
     keyed = keys.select(F.struct(*tc.key_columns).alias("lc_k"))
-    hits = files.join(F.broadcast(keyed), cond).select("file_path", "file_format").distinct()
-    return {file_path(r["file_path"]): r["file_format"] for r in hits.collect()}
+    hits = (entries.join(F.broadcast(keyed), cond)
+            .select(F.col("data_file.file_path").alias("p"), F.col("data_file.file_format").alias("f")).distinct())
+    return {file_path(r["p"]): r["f"] for r in hits.collect()}
 
 
 def file_path(location: str) -> str:
-    """One spelling of a local file's location: metadata says /x or file:/x, Spark's input_file_name
-    file:///x."""
+    """One spelling of a file's location: metadata says /x or file:/x, Spark's input_file_name
+    file:///x, URL-encoded (a space as %20)."""
+    from urllib.parse import unquote
+
     if location.startswith("file:"):
-        return "/" + location[len("file:"):].lstrip("/")
-    return location
+        return unquote("/" + location[len("file:"):].lstrip("/"))
+    return unquote(location) if "://" in location else location
 
 
 @contextlib.contextmanager
-def _field_id_reads(spark):
-    """Parquet columns matched by Iceberg field id (not by name) for what runs inside."""
+def _parquet_field_ids(spark, enabled: bool):
+    """Parquet columns matched by Iceberg field id (or by name) for what runs inside."""
     previous = spark.conf.get("spark.sql.parquet.fieldId.read.enabled", "false")
-    spark.conf.set("spark.sql.parquet.fieldId.read.enabled", "true")
+    spark.conf.set("spark.sql.parquet.fieldId.read.enabled", str(enabled).lower())
     try:
         yield
     finally:
         spark.conf.set("spark.sql.parquet.fieldId.read.enabled", previous)
 
 
-def _read_by_field_id(spark, ref: TableRef, tc: TableConfig, paths: list[str]):
-    """The key, partition and offset columns of data files, matched to the table's columns by
-    Iceberg field id (as Iceberg's own readers do), deletes not applied; plus lc_file. Its actions
-    run inside _field_id_reads."""
+def _read_columns(spark, ref: TableRef, tc: TableConfig, paths: list[str], by_id: bool):
+    """The key, partition and offset columns of files, deletes not applied; plus lc_file. Its
+    actions run inside _parquet_field_ids(by_id)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructField, StructType
 
     names = list(dict.fromkeys([*tc.key_columns, *(c for c in (tc.partition_column, tc.offset_column) if c)]))
     schema = iceberg_table(spark, ref, refresh=False).schema()
     types = {f.name: f.dataType for f in spark.table(ref.sql()).schema.fields}
-    fields = [StructField(n, types[n], True, {"parquet.field.id": schema.findField(n).fieldId()}) for n in names]
-    return spark.read.schema(StructType(fields)).parquet(*paths).withColumn("lc_file", F.input_file_name())
+    meta = (lambda n: {"parquet.field.id": schema.findField(n).fieldId()}) if by_id else (lambda n: {})  # noqa: E731
+    read = StructType([StructField(n, types[n], True, meta(n)) for n in names])
+    return spark.read.schema(read).parquet(*paths).withColumn("lc_file", F.input_file_name())
 
 
-def _refs_holding(spark, ref: TableRef, holding: set[str]) -> list[str]:
-    """The tags and branches other than main whose snapshot reaches one of ``holding``: snapshot
-    expiry never removes what a ref keeps, so while it exists no bound in time holds."""
+def _has_field_ids(spark, path: str) -> bool:
+    """Whether a Parquet file's schema carries field ids (Iceberg's writers always write them),
+    read from its footer through Hadoop's file system."""
+    jvm = spark._jvm
+    conf = spark._jsc.hadoopConfiguration()
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(
+        jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(hpath, conf))
+    try:
+        fields = reader.getFooter().getFileMetaData().getSchema().getFields()
+        return all(fields.get(i).getId() is not None for i in range(fields.size()))
+    finally:
+        reader.close()
+
+
+def _kept_beyond_main(spark, cfg: LakecleanerConfig, ref: TableRef, tc: TableConfig, holding: set[str],
+                      now_ms: int) -> list[str]:
+    """The tags and branches that keep a holding file that main's own retention does not explain
+    (main's current snapshot and its ancestors younger than what maintenance keeps): snapshot expiry
+    never removes what a ref keeps, so while it exists no bound in time holds. A branch keeps its
+    ancestors that still exist (its own retention). Files listed per snapshot id."""
+    max_age, _ = tc.snapshot_retention
+    kept_ms = max_age if max_age is not None and max_age > tc.min_compaction_lag_ms else tc.min_compaction_lag_ms
+    table = iceberg_table(spark, ref)
+    main = _lineage(table, table.currentSnapshot(), stop_before_ms=now_ms - kept_ms)
+    unexplained = holding - _files_of(spark, ref, main)
+    if not unexplained:
+        return []
+    names = []
+    for r in spark.sql(f"SELECT name, type, snapshot_id FROM {ref.meta('refs')} WHERE name <> 'main'").collect():
+        snapshots = [r["snapshot_id"]] if r["type"] == "TAG" else _lineage(table, table.snapshot(r["snapshot_id"]))
+        if _files_of(spark, ref, snapshots) & unexplained:
+            names.append(f"{r['type'].lower()} {r['name']!r}")
+    return sorted(names) or ["a snapshot kept beyond main's retention (by no tag or branch found)"]
+
+
+def _lineage(table, snapshot, stop_before_ms: int | None = None) -> list[int]:
+    """A snapshot and its ancestors still in the table's metadata (the first one older than
+    ``stop_before_ms`` included: it is the state main's retention keeps at its edge)."""
     out = []
-    for r in spark.sql(f"SELECT name, type FROM {ref.meta('refs')} WHERE name <> 'main'").collect():
-        files = {file_path(f[0]) for f in spark.sql(f"SELECT file_path FROM {ref.meta('files')} VERSION AS OF "
-                                         f"{sql_string(r['name'])}").collect()}
-        if files & holding:
-            out.append(f"{r['type'].lower()} {r['name']!r}")
-    return sorted(out)
+    while snapshot is not None:
+        out.append(snapshot.snapshotId())
+        if stop_before_ms is not None and snapshot.timestampMillis() < stop_before_ms:
+            break
+        parent = snapshot.parentId()
+        snapshot = None if parent is None else table.snapshot(parent)
+    return out
 
 
-def _deadline(spark, ref: TableRef, tc: TableConfig, now_ms: int, interval_ms: int,
+def _files_of(spark, ref: TableRef, snapshots: list[int]) -> set[str]:
+    out = set()
+    for snapshot in snapshots:
+        out |= {file_path(f[0]) for f in spark.sql(
+            f"SELECT file_path FROM {ref.meta('files')} VERSION AS OF {int(snapshot)}").collect()}
+    return out
+
+
+def _deadline(spark, cfg: LakecleanerConfig, ref: TableRef, tc: TableConfig, now_ms: int, interval_ms: int,
               holding: set[str]) -> tuple[int | None, str]:
     if not holding:
         return now_ms, ("physically removed: no data file any snapshot or ref reaches holds a record of the keys "
                         "(read from the files, deletes ignored)")
-    refs = _refs_holding(spark, ref, holding)
+    refs = _kept_beyond_main(spark, cfg, ref, tc, holding, now_ms)
     if refs:
-        return None, (f"{', '.join(refs)} keeps {len(holding)} data file(s) holding records of the keys: no bound in "
-                      "time while it exists (snapshot expiry never removes what a ref keeps); drop or move it")
+        return None, (f"{', '.join(refs)} keeps data file(s) holding records of the keys: no bound in time while it "
+                      "exists (snapshot expiry never removes what a ref keeps); drop or move it")
     deadline = physical_deletion_deadline(tc, now_ms, interval_ms)
     bound = physical_deletion_bound(tc)
     if deadline is None:
@@ -497,45 +585,46 @@ def utc(ms: int) -> dt.datetime:
     return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
 
 
-def _audit_deleted(spark, cfg: LakecleanerConfig, request: ForgetRequest, result: ForgetResult, removed: dict,
-                   snapshot_id: int | None, by: Attribution) -> None:
-    """One row per key as soon as the delete committed: when, which table, who asked and why, the
+def _audit_deleted(spark, cfg: LakecleanerConfig, request: ForgetRequest, result: ForgetResult, hashes: list[str],
+                   deleted: TableDelete, by: Attribution) -> None:
+    """One row per key as soon as its delete committed: when, which table, who asked and why, the
     key's hash and scheme, records removed, the partitions' highest offsets. Never the key."""
     from pyspark.sql.types import _parse_datatype_string
 
     ensure_audit_table(spark, cfg)
-    at = utc(result.requested_ms)
-    rows = [(result.request_id, result.table, at, result.requested_ms, h, int(removed.get(h, 0)), 0,
-             dict(result.request_offsets), snapshot_id, False, None, "the delete committed; maintenance pending",
-             DELETED, result.hash_scheme, request.requested_by, request.reason, by.dag_run_id, by.triggered_by, None)
-            for h in result.key_hashes]
+    at = utc(request.requested_ms if request.requested_ms is not None else result.requested_ms)
+    rows = [(result.request_id, result.table, at, int(at.timestamp() * 1000), h, int(deleted.counts.get(h, 0)), 0,
+             dict(deleted.offsets), deleted.snapshot_id, False, None, "the delete committed; maintenance pending",
+             DELETED, result.hash_scheme, request.requested_by, request.reason, by.dag_run_id, by.triggered_by, None,
+             deleted.request_sequence)
+            for h in hashes]
     spark.createDataFrame(rows, _parse_datatype_string(AUDIT_SCHEMA)).writeTo(audit_table(cfg)).append()
 
 
-def _audited_delete(spark, cfg: LakecleanerConfig, request: ForgetRequest) -> ForgetResult | None:
-    """The state of a request whose delete committed but which did not complete (its audit rows say
-    'deleted'), to resume from; None when it has no such rows."""
-    if not spark.catalog.tableExists(audit_table(cfg).replace("`", "")):
-        return None
+def _audited(spark, cfg: LakecleanerConfig, request: ForgetRequest, hashes: list[str]) -> dict[str, dict]:
+    """This request's audit rows of these keys, by key hash: a key whose delete committed in an
+    earlier attempt is not deleted again (records of it appended since are new data). Another
+    request under the same id (ids are people's) has other keys, so other rows."""
+    if not hashes or not spark.catalog.tableExists(audit_table(cfg).replace("`", "")):
+        return {}
     ensure_audit_table(spark, cfg)
-    ref = TableRef.parse(request.table, cfg.catalog.name)
-    rows = spark.sql(f"SELECT * FROM {audit_table(cfg)} WHERE request_id = {sql_string(request.request_id)} "
-                     f"AND table_name = {sql_string(ref.short)} AND status = {sql_string(DELETED)}").collect()
-    if not rows:
-        return None
-    first = rows[0]
-    return ForgetResult(first["table_name"], request.request_id, first["requested_ms"], len(rows),
-                        sum(r["removed_records"] for r in rows), sum(r["removed_quarantined"] or 0 for r in rows),
-                        dict(first["request_offsets"] or {}), False, None,
-                        "", first["hash_scheme"] or UNKEYED, sorted(r["key_hash"] for r in rows))
+    return {r["key_hash"]: r.asDict() for r in spark.sql(
+        f"SELECT * FROM {audit_table(cfg)} WHERE {_rows_of(cfg, request.request_id, request.table, hashes)}").collect()}
+
+
+def _rows_of(cfg: LakecleanerConfig, request_id: str, table: str, hashes: list[str]) -> str:
+    """SQL: the audit rows of one request's keys."""
+    short = TableRef.parse(table, cfg.catalog.name).short
+    return (f"request_id = {sql_string(request_id)} AND table_name = {sql_string(short)} "
+            f"AND key_hash IN ({', '.join(sql_string(h) for h in hashes)})")
 
 
 def _audit_quarantined(spark, cfg: LakecleanerConfig, result: ForgetResult, quarantined: dict) -> None:
     """Add the records removed from quarantine to the request's rows (a resumed request adds its own)."""
     per_key = " ".join(f"WHEN {sql_string(h)} THEN {int(n)}" for h, n in quarantined.items())
     spark.sql(f"UPDATE {audit_table(cfg)} SET removed_quarantined = coalesce(removed_quarantined, 0) + "
-              f"CASE key_hash {per_key} ELSE 0 END WHERE request_id = {sql_string(result.request_id)} "
-              f"AND table_name = {sql_string(result.table)}")
+              f"CASE key_hash {per_key} ELSE 0 END "
+              f"WHERE {_rows_of(cfg, result.request_id, result.table, result.key_hashes)}")
 
 
 def _audit_complete(spark, cfg: LakecleanerConfig, result: ForgetResult) -> None:
@@ -544,7 +633,7 @@ def _audit_complete(spark, cfg: LakecleanerConfig, result: ForgetResult) -> None
     spark.sql(f"UPDATE {audit_table(cfg)} SET status = {sql_string(FORGOTTEN)}, "
               f"physically_removed = {str(result.physically_removed).upper()}, deadline_ms = {deadline}, "
               f"deadline_note = {sql_string(result.deadline_note)}, completed_at = current_timestamp() "
-              f"WHERE request_id = {sql_string(result.request_id)} AND table_name = {sql_string(result.table)}")
+              f"WHERE {_rows_of(cfg, result.request_id, result.table, result.key_hashes)}")
 
 
 def read_audit(spark, cfg: LakecleanerConfig, table: str | None = None) -> list[dict]:

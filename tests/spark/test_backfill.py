@@ -76,7 +76,7 @@ def test_one_erasure_request_is_carried_out_by_one_run_and_a_dead_claim_is_taken
     request = ForgetRequest(table_name, ({"key": "k1"},))
     enqueue(spark, lake_config, request, now)
     [pending] = [r for r in pending_requests(spark, lake_config, now_ms=now) if r.request_id == request.request_id]
-    assert claim(spark, lake_config, pending, Attribution("scheduled__a"), now)  # a scheduled run has it
+    assert claim(spark, lake_config, pending.request_id, pending.table, Attribution("scheduled__a"), now)  # a scheduled run has it
     other = carry_out(spark, lake_config, pending, now, 60_000, Attribution("backfill__b"), False)
     assert other["status"] == "yielded" and spark.table(ref.sql()).where("key = 'k1'").count() == 2
     assert not [r for r in pending_requests(spark, lake_config, now_ms=now) if r.request_id == request.request_id]

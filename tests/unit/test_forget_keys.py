@@ -84,3 +84,24 @@ def test_the_deadline_is_the_readme_bound():
     assert physical_deletion_deadline(aged, 1_000, 900) == 1_000 + 60_000 + 900 + 5_000
     assert physical_deletion_deadline(dataclasses.replace(tc, snapshot_retention=(None, 3)), 1_000, 900) is None
     assert physical_deletion_deadline(dataclasses.replace(tc, max_compaction_lag_ms=LONG_MAX), 1_000, 900) is None
+
+
+def test_one_spelling_of_a_files_location():
+    from lakecleaner.forget import file_path
+
+    for spelling in ("file:///tmp/a b/x.parquet", "file:/tmp/a%20b/x.parquet", "/tmp/a b/x.parquet"):
+        assert file_path(spelling) == "/tmp/a b/x.parquet"
+    assert file_path("s3://bucket/a%20b/x.parquet") == "s3://bucket/a b/x.parquet"
+
+
+def test_only_a_concurrent_change_is_a_yield():
+    from lakecleaner.catalog import ConcurrentCommitError, TableRef, conflict_error
+
+    ref = TableRef("lake", "ns", "t")
+    for text in ("org.apache.iceberg.exceptions.CommitFailedException: Cannot commit: stale metadata",
+                 "org.apache.iceberg.exceptions.ValidationException: Found conflicting files that can contain records",
+                 "org.apache.iceberg.exceptions.ValidationException: Missing required files to delete: x.parquet"):
+        assert isinstance(conflict_error(ref, RuntimeError(text)), ConcurrentCommitError), text
+    for text in ("org.apache.iceberg.exceptions.ValidationException: Cannot find source column for partition field",
+                 "java.lang.IllegalStateException: Found conflicting"):
+        assert conflict_error(ref, RuntimeError(text)) is None, text
