@@ -1,21 +1,37 @@
 """`make airflow-pg` end to end: Airflow (standalone: scheduler, dag-processor, api-server, LocalExecutor)
 with its metadata database on a local PostgreSQL, running the lakecleaner DAG on tables of Iceberg's
-JDBC catalog on PostgreSQL. The pool's two slots (cleaner.threads: 2) run the two packed Spark
-applications at the same time, and each table ends exactly as the reference model says."""
+JDBC catalog on PostgreSQL. One live Airflow (the suite's most expensive set-up) serves two tests:
+
+- `airflow backfill create` over three past intervals of a scheduled DAG: each run cleans as of its
+  own interval's end, and the table ends as the reference model says given those nows and the commit
+  times the runs recorded; the Lake Cleaner page lists the runs;
+- a triggered run: the pool's two slots (cleaner.threads: 2) run the two packed Spark applications
+  at the same time, and each table ends exactly as the reference model says.
+
+The backfill needs a periodic schedule and intervals whose ends fall after the test's appends, so the
+DAG fires at three minutes the test picks (one append batch before each), and nowhere else for an
+hour. It is paused at creation, so no scheduled run takes those intervals (catch-up is off: once
+unpaused, the scheduler would at once run the latest one, as of a later now than the backfill's, and
+leave the backfill nothing to clean). The backfill is created while it is paused (its runs wait, as
+Airflow starts no run of a paused DAG), then the DAG is unpaused: the scheduler finds the latest
+interval's run already there, and the backfill runs, oldest first."""
 from __future__ import annotations
 
+import datetime as dt
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import yaml
 
-from lakecleaner.config import config_document
+from lakecleaner.config import CHECKPOINT_PROPERTY, config_document
 from lakecleaner.localpg import free_port, kept_password, stop_group
 from lakecleaner.model import compact
 from lakecleaner.rules import Checkpoint
@@ -24,8 +40,15 @@ from lakecleaner.tables import append, create_compacted_table, read_model_record
 pytestmark = [pytest.mark.airflow, pytest.mark.spark]
 
 REPO = Path(__file__).resolve().parents[2]
-NAMESPACE = f"dagpg{int(time.time()) % 10**6}"  # the DAG evaluates this namespace only
+_SUFFIX = int(time.time()) % 10**6
+NAMESPACE = f"dagpg{_SUFFIX}"  # the triggered run's tables
 TABLES = (f"{NAMESPACE}.orders", f"{NAMESPACE}.users")
+BF_NAMESPACE = f"dagbf{_SUFFIX}"  # the backfill's table; the DAG evaluates both namespaces
+BF_TABLE = f"{BF_NAMESPACE}.events"
+# Short enough that a horizon counted from a backfill's now (60 s apart) or from the wall clock (runs
+# tens of seconds apart) would remove batch 1's tombstones; counted from the real clean it never passes
+# during the backfill, whose nows all lie before its first commit.
+BF_PROPERTIES = {"delete.retention.ms": "10000", "min.cleanable.dirty.ratio": "0.01"}
 
 
 def _rows(start, n, keys=6):
@@ -33,26 +56,47 @@ def _rows(start, n, keys=6):
             for i in range(start, start + n)]
 
 
+def _bf_batches() -> list[list[dict]]:
+    """Three appends. Batch 1: six keys, the last of k4 (partition 0) and k5 (partition 1) tombstones;
+    batches 2 and 3: k0..k3 only, so those tombstones stay their keys' winners, below the log end."""
+    def rows(lo, hi, keys, tombstones=()):
+        return [{"key": f"k{i % keys}", "offset": i, "partition": i % 2, "value": None if i in tombstones else f"v{i}"}
+                for i in range(lo, hi)]
+    return [rows(0, 24, 6, tombstones=(22, 23)), rows(24, 40, 4), rows(40, 56, 4)]
+
+
 def _config(pg_config, path: Path) -> Path:
-    doc = config_document(pg_config, cleaner={"threads": 2, "namespaces": [NAMESPACE]})
+    doc = config_document(pg_config, cleaner={"threads": 2, "namespaces": [NAMESPACE, BF_NAMESPACE]})
     doc["spark"].update(master="local[1]", driver_memory="1g")
     path.write_text(yaml.safe_dump(doc))
     return path
 
 
+def _ms(when: dt.datetime) -> int:
+    return int(when.timestamp() * 1000)
+
+
+def _fire_times(after: float) -> list[dt.datetime]:
+    """Three whole minutes in a row, the first at least 5 s after ``after`` (epoch seconds)."""
+    first = dt.datetime.fromtimestamp(after + 65, dt.timezone.utc).replace(second=0, microsecond=0)
+    return [first + dt.timedelta(minutes=i) for i in range(3)]
+
+
 class AirflowPg:
     """`make airflow-pg` in its own session, with a throwaway AIRFLOW_HOME and fixed ports."""
 
-    def __init__(self, config: Path):
+    def __init__(self, config: Path, schedule: str = "none", paused_at_creation: bool = False):
         # under /tmp and traversable: the PostgreSQL cluster inside it belongs to user postgres
         self.home = Path(tempfile.mkdtemp(prefix="lakecleaner-airflow-pg-", dir="/tmp"))
         os.chmod(self.home, 0o755)
         self.pg_port, api_port = free_port(), free_port()
+        self.api_url = f"http://127.0.0.1:{api_port}"
         self.env = {**{k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")},
-                    "LAKECLEANER_CONFIG": str(config), "LAKECLEANER_SCHEDULE": "none",
-                    "AIRFLOW__API__PORT": str(api_port), "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{api_port}",
-                    "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{api_port}/execution/",
-                    "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False", "AIRFLOW__API__WORKERS": "1",
+                    "LAKECLEANER_CONFIG": str(config), "LAKECLEANER_SCHEDULE": schedule,
+                    "AIRFLOW__API__PORT": str(api_port), "AIRFLOW__API__BASE_URL": self.api_url,
+                    "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.api_url}/execution/",
+                    "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": str(paused_at_creation),
+                    "AIRFLOW__API__WORKERS": "1",
                     "AIRFLOW__LOGGING__COLORED_CONSOLE_LOG": "False", "GX_ANALYTICS_ENABLED": "false"}
         self.log = self.home / "make-airflow-pg.log"
         self.proc: subprocess.Popen | None = None
@@ -102,6 +146,18 @@ class AirflowPg:
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         return done.stdout
 
+    def api_get(self, path: str) -> dict:
+        """GET from the api-server as standalone's admin (the password it generated), as the UI does."""
+        import httpx
+
+        password = json.loads((self.home / "simple_auth_manager_passwords.json.generated").read_text())["admin"]
+        with httpx.Client(base_url=self.api_url, timeout=60) as client:
+            token = client.post("/auth/token", json={"username": "admin", "password": password})
+            token.raise_for_status()
+            resp = client.get(path, headers={"Authorization": f"Bearer {token.json()['access_token']}"})
+            assert resp.status_code == 200, (path, resp.status_code, resp.text[:500])
+            return resp.json()
+
     def tail(self, n: int = 6000) -> str:
         return self.log.read_text(errors="replace")[-n:] if self.log.exists() else ""
 
@@ -133,37 +189,159 @@ def _kill_processes_of(home: Path) -> list[str]:
     return found
 
 
-def test_make_airflow_pg_runs_two_applications_at_once_on_the_jdbc_catalog(spark, pg_config, tmp_path):
-    for i, table in enumerate(TABLES):
-        ref = create_compacted_table(spark, pg_config, table)
-        append(spark, ref, _rows(0, 40 + 10 * i))
-        append(spark, ref, _rows(40 + 10 * i, 30))
-    airflow = AirflowPg(_config(pg_config, tmp_path / "lakecleaner.yaml"))
+@dataclass
+class Live:
+    """The running Airflow and what the backfill was set up with."""
+    airflow: AirflowPg
+    fires: list[dt.datetime]  # the DAG's three scheduled times: the backfill's intervals (their ends)
+    batches: list[list[dict]]
+    records: list = field(default_factory=list)  # the backfill table's records before any run (model input)
+    tc: object = None
+    backfill_id: int | None = None
+    _runs: list[tuple] | None = None
+
+    def backfill_runs(self) -> list[tuple]:
+        """(run_id, state, run_type, data interval end) of the backfill's runs, oldest first, once all ended."""
+        def ended():
+            rows = self.airflow.query("SELECT run_id, state, run_type, data_interval_end FROM dag_run "
+                                      "WHERE backfill_id = %s ORDER BY logical_date", self.backfill_id)
+            return rows if len(rows) == len(self.fires) and all(r[1] in ("success", "failed") for r in rows) else None
+
+        if self._runs is None:
+            self._runs = self.airflow.wait("the backfill's runs to end", ended, timeout=600)
+        return self._runs
+
+
+@pytest.fixture(scope="module")
+def live(spark, pg_config, tmp_path_factory):
+    """Airflow with the DAG scheduled at three coming minutes, paused; one append batch before each of
+    them; after the last, the triggered run's tables, then `airflow backfill create` over the three
+    intervals (the command the README shows) and the DAG unpaused."""
+    ref = create_compacted_table(spark, pg_config, BF_TABLE, BF_PROPERTIES)
+    batches = _bf_batches()
+    append(spark, ref, batches[0])
+    fires = _fire_times(time.time())
+    schedule = f"{','.join(str(f.minute) for f in fires)} * * * *"  # next fire after them: in an hour
+    airflow = AirflowPg(_config(pg_config, tmp_path_factory.mktemp("airflow-pg") / "lakecleaner.yaml"),
+                        schedule=schedule, paused_at_creation=True)
     try:
         airflow.start()
-        airflow.wait("the DAG in the metadata database", lambda: airflow.query(
-            "SELECT dag_id FROM dag WHERE dag_id = 'lakecleaner' AND NOT is_paused"))
-        expected = {}
-        now = int(time.time() * 1000)
-        for table in TABLES:
-            records, tc = read_model_records(spark, pg_config, table)
-            expected[table] = sorted(r.id for r in compact(records, Checkpoint(), tc, now).survivors(records))
-        run_id = f"manual__pg_{now}"
-        airflow.airflow("dags", "trigger", "lakecleaner", "--run-id", run_id)
-        state = airflow.wait("the DAG run to end", lambda: airflow.query(
-            "SELECT state FROM dag_run WHERE run_id = %s AND state IN ('success', 'failed')", run_id), timeout=900)
-        clean = airflow.query("SELECT map_index, state, start_date, end_date, rendered_map_index FROM task_instance "
-                              "WHERE dag_id = 'lakecleaner' AND run_id = %s AND task_id = 'clean' ORDER BY map_index",
-                              run_id)
-        assert state == [("success",)], (clean, airflow.tail())
-        assert [row[1] for row in clean] == ["success", "success"], clean
-        assert sorted(row[4] for row in clean) == sorted(TABLES)  # one application per table, named by it
-        # the pool's two slots: both applications ran at the same time
-        assert max(row[2] for row in clean) < min(row[3] for row in clean), clean
-        assert airflow.query("SELECT slots FROM slot_pool WHERE pool = 'lakecleaner'") == [(2,)]
+        for fire, batch in zip(fires, batches[1:]):  # each batch committed after the interval before it ends
+            airflow.wait(f"{fire:%H:%M:%S}", lambda fire=fire: time.time() >= fire.timestamp() + 1)
+            append(spark, ref, batch)
+        airflow.wait(f"{fires[-1]:%H:%M:%S}", lambda: time.time() >= fires[-1].timestamp() + 1)
+        records, tc = read_model_records(spark, pg_config, BF_TABLE)
+        # Appended after the backfill's last interval: too young for every backfill run to touch.
+        for i, table in enumerate(TABLES):
+            other = create_compacted_table(spark, pg_config, table)
+            append(spark, other, _rows(0, 40 + 10 * i))
+            append(spark, other, _rows(40 + 10 * i, 30))
+        airflow.wait("the scheduled DAG in the metadata database", lambda: airflow.query(
+            "SELECT dag_id FROM dag WHERE dag_id = 'lakecleaner' AND is_paused AND timetable_summary = %s",
+            schedule), timeout=300)
+        airflow.airflow("backfill", "create", "--dag-id", "lakecleaner", "--from-date", fires[0].isoformat(),
+                        "--to-date", fires[-1].isoformat(), "--max-active-runs", "1")
+        [(backfill_id,)] = airflow.query("SELECT id FROM backfill WHERE dag_id = 'lakecleaner'")
+        held = time.time() + 10  # Airflow starts no run of a paused DAG, a backfill's included
+        while time.time() < held:
+            assert {s for (s,) in airflow.query("SELECT state FROM dag_run WHERE backfill_id = %s", backfill_id)} == {
+                "queued"}
+            time.sleep(2)
+        airflow.airflow("dags", "unpause", "lakecleaner")
+        yield Live(airflow, fires, batches, records, tc, backfill_id)
     finally:
         airflow.stop()
     assert airflow.leftovers == [], "processes of this Airflow outlived its stop (killed now)"
+
+
+def _replay(records, tc, runs) -> tuple[list, list[dict]]:
+    """The reference model over ``runs`` (now_ms, committed_ms): the surviving ids and each run's figures."""
+    ckpt, stats = Checkpoint(), []
+    for now_ms, committed_ms in runs:
+        out = compact(records, ckpt, tc, now_ms, committed_ms)
+        records, ckpt = out.survivors(records), out.checkpoint
+        stats.append(out.stats)
+    return sorted(r.id for r in records), stats
+
+
+FIGURES = ("dirty_records_in_run", "removed_superseded", "removed_expired_tombstones")
+
+
+def test_airflow_backfill_create_cleans_each_interval_as_of_its_end(spark, pg_config, live):
+    from lakecleaner.history import read_history
+
+    ends = [_ms(f) for f in live.fires]
+    appended = {r.id: r.appended_at_ms for r in live.records}
+    for i, batch in enumerate(live.batches):  # the set-up: one batch inside each interval, before its end
+        [at] = {appended[(row["partition"], row["offset"])] for row in batch}
+        assert (ends[i - 1] if i else 0) < at < ends[i], (i, at, ends)
+    runs = live.backfill_runs()
+    assert [(r[1], r[2]) for r in runs] == [("success", "backfill")] * 3, (runs, live.airflow.tail())
+    assert [_ms(r[3]) for r in runs] == ends  # one run per interval, oldest first
+    # the scheduler made no run of its own for those intervals (nor any other)
+    assert live.airflow.query("SELECT run_id FROM dag_run WHERE run_type = 'scheduled'") == []
+
+    history = [h for h in read_history(pg_config, BF_TABLE, newest_first=False) if not h["dry_run"]]
+    assert [(h["status"], h["now_ms"]) for h in history] == [("committed", e) for e in ends], history
+    # each interval took its own batch: the later ones were younger than its end (wall-clock nows
+    # would have taken all three in the first run)
+    assert [h["dirty_records_in_run"] for h in history] == [len(b) for b in live.batches]
+
+    # Each run's commit time, as the table's checkpoint dates its clean (rules.first_clean_time: the
+    # later of its now and its MERGE's commit; maintenance expires those snapshots right after): each
+    # within its own run's `clean` task, so after every backfill now. The checkpoint is as of the last now.
+    ref = f"{pg_config.catalog.name}.{BF_TABLE}"
+    spark.catalog.refreshTable(ref)
+    [prop] = spark.sql(f"SHOW TBLPROPERTIES {ref}").where(f"key = '{CHECKPOINT_PROPERTY}'").collect()
+    ckpt = Checkpoint.from_json(prop["value"])
+    commits = [at for at, _, _ in ckpt.history]
+    windows = [live.airflow.query("SELECT start_date, end_date FROM task_instance WHERE run_id = %s AND "
+                                  "task_id = 'clean'", r[0]) for r in runs]
+    assert len(commits) == 3 and ckpt.as_of_ms == ends[-1], ckpt
+    assert all(_ms(start) <= c <= _ms(end) for c, [(start, end)] in zip(commits, windows)), (commits, windows)
+
+    expected, figures = _replay(live.records, live.tc, list(zip(ends, commits)))
+    kept = sorted((r["partition"], r["offset"]) for r in spark.table(ref).select("partition", "offset").collect())
+    assert kept == expected
+    assert [{k: h[k] for k in FIGURES} for h in history] == [{k: s[k] for k in FIGURES} for s in figures]
+    # batch 1's tombstones stay: their horizon counts from run 1's commit, after every backfill now
+    assert {(0, 22), (1, 23)} <= set(kept)
+    # ... which the scenario tells apart from nows on the wall clock, and from horizons counted from the nows
+    assert expected != _replay(live.records, live.tc, [(c, c) for c in commits])[0]
+    assert expected != _replay(live.records, live.tc, [(e, None) for e in ends])[0]
+
+    # the Lake Cleaner page lists the backfill's runs
+    view = live.airflow.api_get(f"/lakecleaner/api/tables/{BF_TABLE}")
+    assert sorted((r["now_ms"], r["status"]) for r in view["runs"]) == [(e, "committed") for e in ends], view["runs"]
+    # and Airflow marks the backfill complete (its scheduler looks every 30 s)
+    live.airflow.wait("the backfill to be marked complete", lambda: live.airflow.query(
+        "SELECT completed_at FROM backfill WHERE id = %s AND completed_at IS NOT NULL", live.backfill_id), timeout=120)
+
+
+def test_make_airflow_pg_runs_two_applications_at_once_on_the_jdbc_catalog(spark, pg_config, live):
+    airflow = live.airflow
+    live.backfill_runs()  # the pool's two slots are this run's alone
+    airflow.wait("the DAG unpaused", lambda: airflow.query(
+        "SELECT dag_id FROM dag WHERE dag_id = 'lakecleaner' AND NOT is_paused"))
+    expected = {}
+    now = int(time.time() * 1000)
+    for table in TABLES:
+        records, tc = read_model_records(spark, pg_config, table)
+        expected[table] = sorted(r.id for r in compact(records, Checkpoint(), tc, now).survivors(records))
+    run_id = f"manual__pg_{now}"
+    # its own tables: the backfill's has tombstones due by now
+    airflow.airflow("dags", "trigger", "lakecleaner", "--run-id", run_id, "--conf", json.dumps({"tables": TABLES}))
+    state = airflow.wait("the DAG run to end", lambda: airflow.query(
+        "SELECT state FROM dag_run WHERE run_id = %s AND state IN ('success', 'failed')", run_id), timeout=900)
+    clean = airflow.query("SELECT map_index, state, start_date, end_date, rendered_map_index FROM task_instance "
+                          "WHERE dag_id = 'lakecleaner' AND run_id = %s AND task_id = 'clean' ORDER BY map_index",
+                          run_id)
+    assert state == [("success",)], (clean, airflow.tail())
+    assert [row[1] for row in clean] == ["success", "success"], clean
+    assert sorted(row[4] for row in clean) == sorted(TABLES)  # one application per table, named by it
+    # the pool's two slots: both applications ran at the same time
+    assert max(row[2] for row in clean) < min(row[3] for row in clean), clean
+    assert airflow.query("SELECT slots FROM slot_pool WHERE pool = 'lakecleaner'") == [(2,)]
     for table in TABLES:
         spark.catalog.refreshTable(f"{pg_config.catalog.name}.{table}")
         kept = sorted((r["partition"], r["offset"]) for r in
