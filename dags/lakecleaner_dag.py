@@ -134,10 +134,11 @@ def lakecleaner():
         start, end = context.get("data_interval_start"), context.get("data_interval_end")
         interval_ms = int((end - start).total_seconds() * 1000) if start and end and end > start else 15 * 60_000
         run = context["dag_run"]
+        # now: the wall clock, as an erasure deadline is about real time. Values people chose (request
+        # ids, user names) as --opt=value: one starting with '-' is a value, not an option.
         args = ["--config", str(Path(cfg.source).resolve()), "--interval-ms", str(interval_ms),
-                "--dag-run-id", run.run_id]  # now: the wall clock, as an erasure deadline is about real time
-        args += [a for p in pending for a in ("--request-id", p.request_id)]
-        args += ["--triggered-by", run.triggering_user_name] if getattr(run, "triggering_user_name", None) else []
+                f"--dag-run-id={run.run_id}", *(f"--request-id={p.request_id}" for p in pending)]
+        args += [f"--triggered-by={run.triggering_user_name}"] if getattr(run, "triggering_user_name", None) else []
         args += ["--dry-run"] if params["dry_run"] else []
         return [{"name": "forget", **operator_options(cfg, _package_dir()), "application_args": args}]
 

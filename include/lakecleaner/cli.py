@@ -123,9 +123,10 @@ def cmd_forget(args) -> int:
     except (OSError, ValueError) as exc:
         print(f"lakecleaner: forget {args.table}: {exc}", file=sys.stderr)
         return 2
-    extra = _common_args(args) + ["--interval-ms", str(args.interval_ms), "--table", args.table,
-                                  "--requested-by", args.requested_by or getpass.getuser()]
-    extra += (["--reason", args.reason] if args.reason else []) + (["--dry-run"] if args.dry_run else [])
+    # --opt=value: a reason or a user name starting with '-' is a value, not an option
+    extra = _common_args(args) + ["--interval-ms", str(args.interval_ms), f"--table={args.table}",
+                                  f"--requested-by={args.requested_by or getpass.getuser()}"]
+    extra += ([f"--reason={args.reason}"] if args.reason else []) + (["--dry-run"] if args.dry_run else [])
     extra += ["--enqueue-only"] if args.enqueue_only else []
     with tempfile.TemporaryDirectory(prefix="lakecleaner-forget-") as private:  # 0700
         path = Path(private) / "keys.jsonl"
