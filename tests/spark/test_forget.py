@@ -193,7 +193,7 @@ def test_the_cli_forgets_through_spark_submit_with_the_keys_never_on_argv(spark,
     keys = tmp_path / "keys.jsonl"
     keys.write_text('{"tenant": 7, "id": 42}\n{"tenant": 8, "id": 42}\n')
     cli = [sys.executable, "-m", "lakecleaner.cli", "--config", str(config_file), "forget", table_name]
-    proc = subprocess.run([*cli, "--keys", str(keys), "--reason", "ticket 9"], capture_output=True, text=True)
+    proc = subprocess.run([*cli, "--keys", str(keys), "--reason=-urgent"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     [line] = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert line["status"] == "forgotten" and line["removed_records"] == 2 and line["deadline_ms"] is None
@@ -201,7 +201,7 @@ def test_the_cli_forgets_through_spark_submit_with_the_keys_never_on_argv(spark,
     assert [(r["tenant"], r["id"]) for r in spark.table(ref.sql()).collect()] == [(7, 43)]
     spark.sql(f"REFRESH TABLE {audit_table(lake_config)}")
     audit = read_audit(spark, lake_config, table_name)
-    assert {(a["reason"], a["requested_by"], a["status"]) for a in audit} == {("ticket 9", getpass.getuser(), "forgotten")}
+    assert {(a["reason"], a["requested_by"], a["status"]) for a in audit} == {("-urgent", getpass.getuser(), "forgotten")}
     # a bad key: the request is rejected, named, and its keys leave the request table too
     proc = subprocess.run([*cli, "--keys", "-"], input='{"tenant": 7, "nope": 1}\n', capture_output=True, text=True)
     assert proc.returncode == 1 and f"table {table_name}: bad key: unknown key column(s) nope" in proc.stdout
