@@ -132,7 +132,7 @@ def lakecleaner():
         log.info("lakecleaner: %d pending erasure request(s): %s", len(pending),
                  ", ".join(f"{p.request_id} ({p.table}, {p.keys} key(s))" for p in pending))
         start, end = context.get("data_interval_start"), context.get("data_interval_end")
-        interval_ms = int((end - start).total_seconds() * 1000) if start and end and end > start else 15 * 60_000
+        interval_ms = scheduler.schedule_interval_ms(SCHEDULE, start, end)
         run = context["dag_run"]
         # now: the wall clock, as an erasure deadline is about real time. Values people chose (request
         # ids, user names) as --opt=value: one starting with '-' is a value, not an option.
@@ -189,7 +189,7 @@ def lakecleaner():
         shared = operator_options(cfg, _package_dir())
         run_name = (context.get("logical_date") or context["dag_run"].run_after).isoformat()
         start, end = context.get("data_interval_start"), context.get("data_interval_end")
-        interval_ms = int((end - start).total_seconds() * 1000) if start and end and end > start else 15 * 60_000
+        interval_ms = scheduler.schedule_interval_ms(SCHEDULE, start, end)
         budget_s = scheduler.application_budget_s(cfg, interval_ms)
         for a in apps:
             log.info("lakecleaner: application %d (%.1f MB expected): %s", a.index, a.work_bytes / 2**20,

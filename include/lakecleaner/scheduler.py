@@ -275,6 +275,27 @@ def clean_args(app: Application, config_path: str, now_ms: int, *, run_name: str
             "--record-outcomes", *(["--dry-run"] if dry_run else []), *app.tables]
 
 
+DEFAULT_INTERVAL_MS = 15 * 60_000  # a triggered run's interval (no schedule to take one from)
+
+
+def schedule_interval_ms(schedule: str | None, start, end) -> int:
+    """The time from this run to the next, which the guarantees count in (a tombstone may outlive its
+    horizon by one interval; an erasure's deadline adds one): the data interval's length where the
+    timetable gives one; from the cron expression where it does not (Airflow 3's cron timetable
+    gives each run a zero-length interval, start = end = the scheduled time); else the default."""
+    if start is not None and end is not None and end > start:
+        return int((end - start).total_seconds() * 1000)
+    if schedule and end is not None:
+        from croniter import croniter
+
+        try:
+            following = croniter(schedule, end).get_next(type(end))
+        except (ValueError, KeyError):  # not a cron expression (a preset croniter does not know)
+            return DEFAULT_INTERVAL_MS
+        return max(1, int((following - end).total_seconds() * 1000))
+    return DEFAULT_INTERVAL_MS
+
+
 def application_budget_s(cfg: LakecleanerConfig, interval_ms: int) -> float:
     """An application starts no new table after cleaner.application_budget_s, nor after one
     schedule interval: a run does not outlive its interval by more than one table's work."""

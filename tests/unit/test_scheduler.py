@@ -228,3 +228,14 @@ def test_a_backfills_evaluation_never_replaces_a_later_one(tmp_path):
     assert scheduler.last_evaluation(cfg).now_ms == 2_000
     assert scheduler.record_evaluation(cfg, [Evaluation("a.t", "not eligible", "later")], now_ms=3_000)
     assert scheduler.last_evaluation(cfg).row("a.t")["reason"] == "later"
+
+
+def test_the_interval_comes_from_the_cron_expression_where_runs_have_zero_length_intervals():
+    import datetime as dt
+
+    at = dt.datetime(2026, 11, 26, 7, 0, tzinfo=dt.timezone.utc)
+    assert scheduler.schedule_interval_ms("0 * * * *", at, at) == 3_600_000  # Airflow 3's cron timetable
+    assert scheduler.schedule_interval_ms("*/15 * * * *", at, at) == 900_000
+    assert scheduler.schedule_interval_ms("0 9 * * 1-5", at, at) == 2 * 3_600_000  # to the next run, 09:00
+    assert scheduler.schedule_interval_ms("0 * * * *", at - dt.timedelta(hours=2), at) == 7_200_000  # an interval
+    assert scheduler.schedule_interval_ms(None, at, at) == scheduler.DEFAULT_INTERVAL_MS  # triggered only
