@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import http.client
+import time
 import urllib.parse
 from pathlib import Path
 
@@ -396,7 +397,8 @@ def test_names_and_reasons_with_html_characters_are_escaped(lake_copy, monkeypat
     hostile = 'shop.<script>alert("x")</script>'
     reason = "table x: <img src=x onerror=alert(1)> & 'quoted'"
     record_evaluation(load_config(lake_copy), [Evaluation(hostile, "unreadable", reason),
-                                               Evaluation(ORDERS, "eligible", reason, strategy="<b>offset</b>")], 1)
+                                               Evaluation(ORDERS, "eligible", reason, strategy="<b>offset</b>")],
+                      int(time.time() * 1000))  # newer than the lake's own: an older one is not kept
     plugin, _, _ = _plugin_in_process(monkeypatch, lake_copy, allow=True)
     good = {"Authorization": "Bearer good"}
     with TestClient(plugin.app) as client:
