@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from .config import ConfigError, LakecleanerConfig, load_config
+from .config import DEFAULT_INTERVAL_MS, ConfigError, LakecleanerConfig, load_config
 from .submit import format_result
 
 STEPS = ("compact", "maintain", "validate")
@@ -44,7 +44,7 @@ class BatchRequest:
     steps: tuple[str, ...] = STEPS
     dry_run: bool = False
     run_name: str | None = None  # the key validation results are kept under (the DAG run's date)
-    interval_ms: int = 15 * 60_000  # a tombstone may outlive its horizon by one schedule interval
+    interval_ms: int = DEFAULT_INTERVAL_MS  # a tombstone may outlive its horizon by one schedule interval
     budget_s: float | None = None  # no new table is started after this many seconds
     record_outcomes: bool = False  # count failures, mark uncleanable, alert (the scheduler's chain)
     report: str | None = None  # document (under the state root) kept up to date as tables finish
@@ -366,7 +366,7 @@ def parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--now-ms", type=int)
     p.add_argument("--dry-run", action="store_true")
     p.add_argument("--run-name")
-    p.add_argument("--interval-ms", type=int, default=15 * 60_000)
+    p.add_argument("--interval-ms", type=int, default=DEFAULT_INTERVAL_MS)
     p.add_argument("--budget-s", type=float)
     p.add_argument("--record-outcomes", action="store_true")
     p.add_argument("--report")

@@ -9,7 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .config import ConfigError, load_config
+from .config import DEFAULT_INTERVAL_MS, ConfigError, load_config
 from .submit import parse_results, submit_command
 
 
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="only write the request to the request table; the DAG's next run carries it out")
     p.add_argument("--dry-run", action="store_true", help="count what would go; delete nothing")
     p.add_argument("--now-ms", type=int)
-    p.add_argument("--interval-ms", type=int, default=15 * 60_000,
+    p.add_argument("--interval-ms", type=int, default=DEFAULT_INTERVAL_MS,
                    help="the DAG's schedule interval, for the deadline (default 15 min)")
     p.set_defaults(func=cmd_forget)
     p = sub.add_parser("view", help="print the SQL of a table's latest-per-key view (one record per key, tombstones "

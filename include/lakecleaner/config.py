@@ -20,6 +20,9 @@ CONFIG_ENV = "LAKECLEANER_CONFIG"
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "lakecleaner.yaml"
 CLEANUP_POLICY = "cleanup.policy"
 CHECKPOINT_PROPERTY = "lakecleaner.checkpoint"
+# A run's schedule interval where none can be read (a triggered-only DAG, the CLI): the guarantees
+# count one interval (a tombstone may outlive its horizon by one; an erasure deadline adds one).
+DEFAULT_INTERVAL_MS = 15 * 60_000
 STRATEGIES = ("offset", "timestamp", "header", "column")
 # The data-quality rules by name (lakecleaner.quality builds them; quality.severity names them).
 QUALITY_RULES = ("tombstone expiry (delete.retention.ms)", "one record per key",

@@ -34,7 +34,7 @@ from typing import Any, Iterable, Mapping
 
 from . import catalog
 from .catalog import CompactionError, TableRef, conflict_error, create_unless_exists, iceberg_table, load_table_config
-from .config import LakecleanerConfig, TableConfig, physical_deletion_bound, physical_deletion_deadline
+from .config import DEFAULT_INTERVAL_MS, LakecleanerConfig, TableConfig, physical_deletion_bound, physical_deletion_deadline
 from .engine import check_quarantine, quarantine_table
 from .keyhash import UNKEYED, KeyHasher, hash_sql, key_hasher, pads_join, register_pads
 from .maintenance import maintain_table
@@ -53,7 +53,6 @@ AUDIT_SCHEMA = (
 DELETED, FORGOTTEN = "deleted", "forgotten"  # an audit row's status: the delete committed; all done
 COMMIT_ATTEMPTS = 3
 REWRITE_REASON = "erasure on request (lakecleaner forget)"
-DEFAULT_INTERVAL_MS = 15 * 60_000
 
 
 class ForgetError(CompactionError):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import CHECKPOINT_PROPERTY, LakecleanerConfig, TableConfig
+from .config import CHECKPOINT_PROPERTY, DEFAULT_INTERVAL_MS, LakecleanerConfig, TableConfig
 from .catalog import TableRef, load_table_config
 from .frames import Frames
 from .history import ensure_history_table
@@ -213,7 +213,7 @@ class QualitySuites:
             self.pending_docs = False
 
     def validate(self, spark, table: str, now_ms: int | None = None, run_name: str | None = None,
-                 interval_ms: int = 15 * 60_000, raise_on_failure: bool = True) -> dict:
+                 interval_ms: int = DEFAULT_INTERVAL_MS, raise_on_failure: bool = True) -> dict:
         """Run the table's suites and keep the result; raise QualityError on a failed rule whose
         severity is 'fail'."""
         from pyspark.sql import functions as F
@@ -290,7 +290,7 @@ def _forgotten(spark, cfg: LakecleanerConfig, ref: TableRef, tc: TableConfig,
 
 
 def validate_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None = None,
-                   run_name: str | None = None, interval_ms: int = 15 * 60_000, raise_on_failure: bool = True) -> dict:
+                   run_name: str | None = None, interval_ms: int = DEFAULT_INTERVAL_MS, raise_on_failure: bool = True) -> dict:
     """One table's suites in a context of its own, Data Docs rebuilt (see ``QualitySuites``)."""
     with QualitySuites(cfg) as suites:
         return suites.validate(spark, table, now_ms, run_name, interval_ms, raise_on_failure)

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterable
 
-from .config import LakecleanerConfig, is_compacted
+from .config import DEFAULT_INTERVAL_MS, LakecleanerConfig, is_compacted
 from .evaluate import Evaluation, cleaning_order, evaluate_table
 from .metadata import ManifestStatsCache, MetadataReader
 from .state import NAME_MAX, StateStore, TableState, shortened, write_document
@@ -273,9 +273,6 @@ def clean_args(app: Application, config_path: str, now_ms: int, *, run_name: str
     return ["--config", str(config_path), "--now-ms", str(int(now_ms)), "--run-name", run_name,
             "--interval-ms", str(int(interval_ms)), "--budget-s", f"{budget_s:g}", "--report", report,
             "--record-outcomes", *(["--dry-run"] if dry_run else []), *app.tables]
-
-
-DEFAULT_INTERVAL_MS = 15 * 60_000  # a triggered run's interval (no schedule to take one from)
 
 
 def schedule_interval_ms(schedule: str | None, start, end) -> int:
