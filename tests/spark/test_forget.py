@@ -266,13 +266,19 @@ def test_a_renamed_key_column_is_still_read_from_old_files(spark, lake_config, t
     assert not result.physically_removed
 
 
-def test_a_tag_that_keeps_the_record_voids_the_deadline_and_is_named(spark, lake_config, table_name):
-    ref = _filled(spark, lake_config, table_name)
+def _forgotten_under_a_ref(spark, cfg, table, ref_ddl: str):
+    """alice forgotten from a cleaned, bounded table whose files a ref (``ref_ddl``) keeps."""
+    ref = _filled(spark, cfg, table)
     spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ('max.compaction.lag.ms' = '60000')")
-    compact_table(spark, lake_config, table_name)
-    spark.sql(f"ALTER TABLE {ref.sql()} CREATE TAG `audit_2026`")
-    result = forget(spark, lake_config, ForgetRequest(table_name, ({"key": "alice"},)), interval_ms=INTERVAL)
+    compact_table(spark, cfg, table)
+    spark.sql(f"ALTER TABLE {ref.sql()} {ref_ddl}")
+    result = forget(spark, cfg, ForgetRequest(table, ({"key": "alice"},)), interval_ms=INTERVAL)
     assert not result.physically_removed and result.deadline_ms is None
+    return ref, result
+
+
+def test_a_tag_that_keeps_the_record_voids_the_deadline_and_is_named(spark, lake_config, table_name):
+    ref, result = _forgotten_under_a_ref(spark, lake_config, table_name, "CREATE TAG `audit_2026`")
     assert "tag 'audit_2026' keeps" in result.deadline_note
     spark.sql(f"ALTER TABLE {ref.sql()} DROP TAG `audit_2026`")
     again = forget(spark, lake_config, ForgetRequest(table_name, ({"key": "alice"},)), interval_ms=INTERVAL)
@@ -475,12 +481,7 @@ def test_a_key_added_under_a_claimed_request_waits_for_the_next_run(spark, lake_
 
 
 def test_a_branch_on_a_partitioned_table_is_named_and_the_request_completes(spark, lake_config, table_name):
-    ref = _filled(spark, lake_config, table_name)
-    spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ('max.compaction.lag.ms' = '60000')")
-    compact_table(spark, lake_config, table_name)
-    spark.sql(f"ALTER TABLE {ref.sql()} CREATE BRANCH `staging`")
-    result = forget(spark, lake_config, ForgetRequest(table_name, ({"key": "alice"},)), interval_ms=INTERVAL)
-    assert not result.physically_removed and result.deadline_ms is None
+    _, result = _forgotten_under_a_ref(spark, lake_config, table_name, "CREATE BRANCH `staging`")
     assert "branch 'staging' keeps" in result.deadline_note
     [audit] = read_audit(spark, lake_config, table_name)
     assert audit["status"] == "forgotten"
