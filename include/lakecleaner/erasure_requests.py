@@ -195,12 +195,17 @@ def _processed_by(by: Attribution) -> str:
 
 def finish(spark, cfg: LakecleanerConfig, request: ForgetRequest, token: str, status: str, note: str,
            by: Attribution) -> None:
-    """Close a claimed request: its keys set to null, the outcome noted, and the table's older
-    snapshots expired so no file keeps the keys."""
+    """Close a claimed request: its keys set to null and the outcome noted (purge_closed_keys then
+    makes that physical, once for every request an application closed)."""
     spark.sql(f"UPDATE {requests_table(cfg)} SET key = NULL, status = {sql_string(status)}, "
               f"processed_at = current_timestamp(), processed_by = {sql_string(_processed_by(by))}, "
               f"note = {sql_string(note)} WHERE request_id = {sql_string(request.request_id)} "
               f"AND table_name = {sql_string(request.table)} AND note = {sql_string(token)}")
+
+
+def purge_closed_keys(spark, cfg: LakecleanerConfig) -> None:
+    """Rewrite the request table and expire its older snapshots, so no file keeps a key that a
+    closed request set to null. Once per application, not per request: each purge rewrites the table."""
     rewrite_and_expire(spark, requests_ref(cfg))
 
 
@@ -303,10 +308,13 @@ def job_main(argv: list[str] | None = None) -> int:
                 print(format_result({"request_id": request.request_id, "table": request.table,
                                      "status": PENDING, "keys": len(keys)}), flush=True)
                 return 0
+        lines = []
         for request in pending_requests(spark, cfg, ids, now_ms):
-            line = carry_out(spark, cfg, request, now_ms, args.interval_ms, by, args.dry_run)
-            failed += line.get("status") == "failed"
-            print(format_result(line), flush=True)
+            lines.append(carry_out(spark, cfg, request, now_ms, args.interval_ms, by, args.dry_run))
+            failed += lines[-1].get("status") == "failed"
+            print(format_result(lines[-1]), flush=True)
+        if not args.dry_run and any(line.get("status") != "yielded" for line in lines):
+            purge_closed_keys(spark, cfg)
     finally:
         spark.stop()
     return 1 if failed else 0

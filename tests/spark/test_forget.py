@@ -20,7 +20,8 @@ from lakecleaner import catalog
 from lakecleaner.catalog import CompactionError
 from lakecleaner.engine import compact_table, quarantine_table
 from lakecleaner import forget as forget_module
-from lakecleaner.erasure_requests import carry_out, enqueue, pending_requests, requests_ref, requests_table
+from lakecleaner.erasure_requests import (carry_out, enqueue, pending_requests, purge_closed_keys, requests_ref,
+                                          requests_table)
 from lakecleaner.forget import Attribution, ForgetError, ForgetRequest, audit_table, forget, read_audit
 from lakecleaner.keyhash import KeyHasher
 from lakecleaner.quality import validate_table
@@ -395,6 +396,7 @@ def test_a_done_request_keeps_no_key_in_any_file_of_the_request_table(spark, lak
     assert line["status"] == "forgotten" and line["removed_records"] == 1
     [row] = [r for r in _requests(spark, lake_config, table_name) if r["request_id"] == request.request_id]
     assert (row["status"], row["key"], row["processed_by"]) == ("done", None, "run-1")
+    purge_closed_keys(spark, lake_config)  # what the application does once, after its requests
     rows = _reachable_rows(spark, requests_ref(lake_config))
     assert not [r for r in rows if r["request_id"] == request.request_id and r["key"]]
 
