@@ -20,8 +20,12 @@ $(STAMP): requirements.txt requirements-dev.txt requirements.lock pyproject.toml
 
 install: $(STAMP)
 
+# The development tools (include/lakecleaner_dev: demo, generator, table builders, throwaway PostgreSQL)
+# are not part of the installed package; targets that use them put include/ on the path.
+DEV := PYTHONPATH=$(call shq,$(CURDIR)/include)
+
 demo: $(STAMP)
-	$(BIN)/lakecleaner demo
+	$(DEV) $(BIN)/python -m lakecleaner_dev.demo
 
 # ruff first: a finding fails the target before the (long) tests start
 test: $(STAMP) lint-py browser-deps pg-deps
@@ -33,29 +37,29 @@ unit: $(STAMP)
 # Fault test with figures: 20 cleaning runs SIGKILLed at random points while another process appends,
 # on the JDBC catalog on a throwaway PostgreSQL (tests/chaos.py; a short series runs in `make test`).
 chaos: $(STAMP) pg-deps
-	$(BIN)/python tests/chaos.py --runs 20
+	$(DEV) $(BIN)/python tests/chaos.py --runs 20
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_compaction.py
-	$(BIN)/python benchmarks/bench_evaluate.py
-	$(BIN)/python benchmarks/bench_fleet.py
-	$(BIN)/python benchmarks/bench_cdc.py
-	$(BIN)/python benchmarks/bench_cdc.py --series column --late-shape adversarial
-	$(BIN)/python benchmarks/bench_erasure.py
+	$(DEV) $(BIN)/python benchmarks/bench_compaction.py
+	$(DEV) $(BIN)/python benchmarks/bench_evaluate.py
+	$(DEV) $(BIN)/python benchmarks/bench_fleet.py
+	$(DEV) $(BIN)/python benchmarks/bench_cdc.py
+	$(DEV) $(BIN)/python benchmarks/bench_cdc.py --series column --late-shape adversarial
+	$(DEV) $(BIN)/python benchmarks/bench_erasure.py
 
 # Airflow 3 on this machine: api-server, scheduler, dag-processor and triggerer (LocalExecutor, SQLite,
 # SimpleAuthManager) with the lakecleaner DAG, Spark in local mode on the embedded warehouse.
 AIRFLOW_HOME_DIR := $(CURDIR)/airflow_home
 airflow: export AIRFLOW_HOME := $(AIRFLOW_HOME_DIR)
 airflow: export AIRFLOW__CORE__DAGS_FOLDER := $(CURDIR)/dags
-airflow: export AIRFLOW__CORE__PLUGINS_FOLDER := $(CURDIR)/plugins
+airflow: export AIRFLOW__LAKECLEANER__CONFIG ?= $(CURDIR)/include/lakecleaner_dev/lakecleaner.yaml
 airflow: export AIRFLOW__CORE__LOAD_EXAMPLES := False
 airflow: export AIRFLOW_CONN_SPARK_DEFAULT := {"conn_type":"spark","host":"local[*]"}
 airflow: export SPARK_LOCAL_IP := 127.0.0.1
 airflow: export PATH := $(CURDIR)/$(BIN):$(PATH)
 airflow: $(STAMP)
 	$(BIN)/airflow db migrate
-	$(BIN)/python -m lakecleaner.airflow_setup
+	$(BIN)/airflow lakecleaner check
 	@echo Airflow UI: http://localhost:8080, user admin, password in $(call shq,$(AIRFLOW_HOME_DIR)/simple_auth_manager_passwords.json.generated) "(written on first start)"
 	$(BIN)/airflow standalone
 
@@ -63,7 +67,7 @@ airflow: $(STAMP)
 # airflow_home/postgres and stopped with Airflow), so LocalExecutor really runs cleaner.threads
 # applications at once. AIRFLOW_PG_PORT picks its port (default: a free one).
 airflow-pg: $(STAMP) pg-deps
-	$(BIN)/python -m lakecleaner.localpg --dir $(call shq,$(AIRFLOW_HOME_DIR)/postgres) --database airflow \
+	$(DEV) $(BIN)/python -m lakecleaner_dev.localpg --dir $(call shq,$(AIRFLOW_HOME_DIR)/postgres) --database airflow \
 		$(if $(AIRFLOW_PG_PORT),--port $(call shq,$(AIRFLOW_PG_PORT))) -- \
 		$(MAKE) --no-print-directory airflow  # AIRFLOW_HOME_DIR: as given to this make (MAKEFLAGS), or the same default
 

@@ -27,7 +27,7 @@ ratios compare like with like:
   driver has --memory-driver (1g) of heap; peak RSS of its JVM and Python, sampled from here.
 
 At up to --check-max records the engine's result is compared with the reference model
-(lakecleaner.model) after the first run of every strategy; a difference stops the benchmark.
+(lakecleaner.core.model) after the first run of every strategy; a difference stops the benchmark.
 
 Usage: python benchmarks/bench_cdc.py [--series column,timestamp,values,memory] [--records 20000000]
        [--value-records 5000000] [--memory-keys 10000000] [--dirty 0.05] [--late 0.03] [--repeats 4]
@@ -49,13 +49,14 @@ from typing import Callable
 import psutil
 
 from bench_compaction import PeakRss, jvm_pid, settle
-from lakecleaner.catalog import TableRef, load_table_config
-from lakecleaner.config import CHECKPOINT_PROPERTY, CatalogConfig, LakecleanerConfig, SparkConfig
-from lakecleaner.engine import compact_table
-from lakecleaner.model import compact
-from lakecleaner.rules import Checkpoint
-from lakecleaner.spark import get_spark
-from lakecleaner.tables import KAFKA_SCHEMA, create_compacted_table, record_from_row
+from lakecleaner.core.table import TableRef
+from lakecleaner.spark.catalog import load_table_config
+from lakecleaner.core.config import CHECKPOINT_PROPERTY, CatalogConfig, LakecleanerConfig, SparkConfig
+from lakecleaner.spark.engine import compact_table
+from lakecleaner.core.model import compact
+from lakecleaner.core.rules import Checkpoint
+from lakecleaner.spark.session import get_spark
+from lakecleaner_dev.tables import KAFKA_SCHEMA, create_compacted_table, record_from_row
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PARTITIONS = 4

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import psutil
 
-from lakecleaner.config import CHECKPOINT_PROPERTY, CatalogConfig, LakecleanerConfig, SparkConfig
-from lakecleaner.catalog import TableRef
-from lakecleaner.engine import compact_table
-from lakecleaner.rules import Checkpoint
-from lakecleaner.spark import get_spark
-from lakecleaner.tables import create_compacted_table
+from lakecleaner.core.config import CHECKPOINT_PROPERTY, CatalogConfig, LakecleanerConfig, SparkConfig
+from lakecleaner.core.table import TableRef
+from lakecleaner.spark.engine import compact_table
+from lakecleaner.core.rules import Checkpoint
+from lakecleaner.spark.session import get_spark
+from lakecleaner_dev.tables import create_compacted_table
 
 PARTITIONS = 4
 VALUE_BYTES = 100

@@ -1,4 +1,4 @@
-"""What judging an erasure on disk costs (lakecleaner.forget): reading the key, partition and offset
+"""What judging an erasure on disk costs (lakecleaner.spark.forget): reading the key, partition and offset
 columns of every data file any snapshot reaches whose key bounds admit a requested key, deletes
 ignored, against a plain scan of the table's key column, on the benchmark table of
 bench_compaction (a checkpointed clean part of one record per key plus a dirty part of updates).
@@ -27,10 +27,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_compaction import build, settle  # noqa: E402
 
-from lakecleaner.config import CatalogConfig, LakecleanerConfig, SparkConfig  # noqa: E402
-from lakecleaner.forget import ForgetRequest, _candidate_files, _files_still_holding, forget  # noqa: E402
-from lakecleaner.catalog import load_table_config  # noqa: E402
-from lakecleaner.spark import get_spark  # noqa: E402
+from lakecleaner.core.config import CatalogConfig, LakecleanerConfig, SparkConfig  # noqa: E402
+from lakecleaner.spark.forget import ForgetRequest, _candidate_files, _files_still_holding, forget  # noqa: E402
+from lakecleaner.spark.catalog import load_table_config  # noqa: E402
+from lakecleaner.spark.session import get_spark  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -31,14 +31,14 @@ from pyiceberg.avro.decoder import new_decoder
 from pyiceberg.avro.file import META_SCHEMA, AvroFileHeader
 from pyiceberg.avro.resolver import construct_reader
 
-from lakecleaner.config import CHECKPOINT_PROPERTY, CatalogConfig, CleanerConfig, LakecleanerConfig, SparkConfig
-from lakecleaner.catalog import TableRef
-from lakecleaner.engine import compact_table
-from lakecleaner.maintenance import maintain_table
-from lakecleaner.rules import Checkpoint
-from lakecleaner.scheduler import evaluate_all
-from lakecleaner.spark import get_spark
-from lakecleaner.tables import append, create_compacted_table
+from lakecleaner.core.config import CHECKPOINT_PROPERTY, CatalogConfig, CleanerConfig, LakecleanerConfig, SparkConfig
+from lakecleaner.core.table import TableRef
+from lakecleaner.spark.engine import compact_table
+from lakecleaner.spark.maintenance import maintain_table
+from lakecleaner.core.rules import Checkpoint
+from lakecleaner.core.scheduler import evaluate_all
+from lakecleaner.spark.session import get_spark
+from lakecleaner_dev.tables import append, create_compacted_table
 
 NS = "evalbench"
 TEMPLATES = {"t": "tmpl_t", "m": "tmpl_m"}  # as long as a copy's name (t00000): paths keep their length

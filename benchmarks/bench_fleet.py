@@ -44,13 +44,13 @@ from pathlib import Path
 import psutil
 import yaml
 
-from lakecleaner.batch import SECTION
-from lakecleaner.config import load_config
-from lakecleaner.demo import DEMO_TABLES
-from lakecleaner.engine import compact_table
-from lakecleaner.generator import cdc_rows, produce
-from lakecleaner.submit import parse_result, parse_results, submit_command
-from lakecleaner.tables import append, create_compacted_table
+from lakecleaner.spark.batch import SECTION
+from lakecleaner.core.config import load_config
+from lakecleaner_dev.demo import DEMO_TABLES
+from lakecleaner.spark.engine import compact_table
+from lakecleaner_dev.generator import cdc_rows, produce
+from lakecleaner.core.submit import parse_result, parse_results, submit_command
+from lakecleaner_dev.tables import append, create_compacted_table
 
 RESULTS = Path(__file__).resolve().parent / "results"
 STRATEGIES = list(DEMO_TABLES.values())  # (properties, schema, kind): offset, timestamp, header, column (CDC)
@@ -228,7 +228,7 @@ def build(cfg, names: list[tuple[str, int]], records: int, dirty: float) -> floa
     the measurements have the machine to themselves."""
     from pyspark import SparkContext
 
-    from lakecleaner.spark import get_spark
+    from lakecleaner.spark.session import get_spark
 
     t0 = time.time()
     spark = get_spark(cfg, "lakecleaner-bench-fleet-build")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lakecleaner.strategies import encode_version_header
+from lakecleaner.core.strategies import encode_version_header
 
 
 def H(*pairs):

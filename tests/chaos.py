@@ -34,16 +34,16 @@ import yaml
 
 import threading
 
-from lakecleaner.batch import BatchRequest, clean_tables
-from lakecleaner.config import LakecleanerConfig, config_document
-from lakecleaner.catalog import TableRef
-from lakecleaner.engine import quarantine_table
-from lakecleaner.model import compact
-from lakecleaner.quality import quality_root
-from lakecleaner.rules import Checkpoint
-from lakecleaner.state import StateStore, read_document
-from lakecleaner.submit import parse_results, submit_command
-from lakecleaner.tables import create_compacted_table, read_model_records
+from lakecleaner.spark.batch import BatchRequest, clean_tables
+from lakecleaner.core.config import LakecleanerConfig, config_document
+from lakecleaner.core.table import TableRef
+from lakecleaner.spark.engine import quarantine_table
+from lakecleaner.core.model import compact
+from lakecleaner.core.quality_results import quality_root
+from lakecleaner.core.rules import Checkpoint
+from lakecleaner.core.state import StateStore, read_document
+from lakecleaner.core.submit import parse_results, submit_command
+from lakecleaner_dev.tables import create_compacted_table, read_model_records
 
 NAMED_KILLS = ("after_quarantine", "after_merge", "maintenance_after_rewrite")
 KINDS = (*NAMED_KILLS, "random")
@@ -61,11 +61,11 @@ def appended_row(offset: int) -> dict:
 
 APPENDER = """
 import sys
-from lakecleaner.config import load_config
-from lakecleaner.catalog import TableRef
-from lakecleaner.engine import quarantine_table
-from lakecleaner.spark import get_spark
-from lakecleaner.tables import append
+from lakecleaner.core.config import load_config
+from lakecleaner.core.table import TableRef
+from lakecleaner.spark.engine import quarantine_table
+from lakecleaner.spark.session import get_spark
+from lakecleaner_dev.tables import append
 sys.path.insert(0, sys.argv[3])
 from chaos import BATCH, appended_row
 cfg = load_config(sys.argv[1])
@@ -306,9 +306,10 @@ def series(runs: int, rng: random.Random) -> list[str]:
 
 
 def main() -> int:
-    from lakecleaner import localpg
-    from lakecleaner.config import SparkConfig
-    from lakecleaner.spark import get_spark, iceberg_runtime_jar
+    from lakecleaner_dev import localpg
+    from lakecleaner.core.config import SparkConfig
+    from lakecleaner.spark.session import get_spark
+    from lakecleaner.core.sparkconf import iceberg_runtime_jar
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--runs", type=int, default=20)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from lakecleaner.config import CatalogConfig, LakecleanerConfig, SparkConfig
-from lakecleaner.localpg import JDBC_JAR as PG_JAR, jdbc_catalog
+from lakecleaner.core.config import CatalogConfig, LakecleanerConfig, SparkConfig
+from lakecleaner_dev.localpg import JDBC_JAR as PG_JAR, jdbc_catalog
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/cases.py, shared by unit and Spark tests
 _names = itertools.count()
@@ -21,7 +21,7 @@ def warehouse(tmp_path_factory) -> Path:
 def _jars() -> dict:
     """The session's jars: Iceberg's, and PostgreSQL's JDBC driver for the tests on the JDBC catalog
     (a JVM's classpath is fixed at start, so the one shared session carries it from the start)."""
-    from lakecleaner.spark import iceberg_runtime_jar
+    from lakecleaner.core.sparkconf import iceberg_runtime_jar
 
     return {"spark.jars": f"{iceberg_runtime_jar()},{PG_JAR}"} if os.path.exists(PG_JAR) else {}
 
@@ -34,8 +34,8 @@ def lake_config(warehouse, tmp_path_factory) -> LakecleanerConfig:
 
 @pytest.fixture(scope="session")
 def postgres():
-    """A throwaway PostgreSQL cluster (lakecleaner.localpg) with a database ``iceberg``."""
-    from lakecleaner import localpg
+    """A throwaway PostgreSQL cluster (lakecleaner_dev.localpg) with a database ``iceberg``."""
+    from lakecleaner_dev import localpg
 
     if not localpg.available():
         pytest.fail(localpg.MISSING)
@@ -68,7 +68,7 @@ def config_file(lake_config, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def spark(lake_config):
-    from lakecleaner.spark import get_spark
+    from lakecleaner.spark.session import get_spark
 
     session = get_spark(lake_config, "lakecleaner-tests")
     yield session

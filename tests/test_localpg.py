@@ -1,4 +1,4 @@
-"""lakecleaner.localpg on Debian's real PostgreSQL: a cluster directory is only ever a file name
+"""lakecleaner_dev.localpg on Debian's real PostgreSQL: a cluster directory is only ever a file name
 (never shell text: a space works, ``$(...)`` runs nothing), and a cluster asks for its password on
 TCP (scram-sha-256) and keeps its socket in a private directory."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lakecleaner import localpg
+from lakecleaner_dev import localpg
 
 
 @pytest.fixture

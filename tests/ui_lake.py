@@ -65,13 +65,13 @@ def _rows(start: int, n: int, keys: int = 6, partitions: int = 2, **extra) -> li
 
 def build_lake(spark, base: Path) -> Path:
     """Builds the lake under ``base``; returns the YAML config (LAKECLEANER_CONFIG) describing it."""
-    from lakecleaner.config import load_config
-    from lakecleaner.catalog import CompactionError
-    from lakecleaner.engine import compact_table
-    from lakecleaner.quality import validate_table
-    from lakecleaner.scheduler import evaluate_all, record_evaluation
-    from lakecleaner.state import StateStore
-    from lakecleaner.tables import append, create_compacted_table
+    from lakecleaner.core.config import load_config
+    from lakecleaner.core.table import CompactionError
+    from lakecleaner.spark.engine import compact_table
+    from lakecleaner.spark.quality import validate_table
+    from lakecleaner.core.scheduler import evaluate_all, record_evaluation
+    from lakecleaner.core.state import StateStore
+    from lakecleaner_dev.tables import append, create_compacted_table
 
     path = base / "lakecleaner.yaml"
     path.write_text(f"catalog:\n  name: {CATALOG}\n  type: hadoop\n  warehouse: {base / 'warehouse'}\n"

@@ -9,8 +9,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .config import DEFAULT_INTERVAL_MS, ConfigError, load_config
-from .submit import parse_results, submit_command
+from lakecleaner.core.config import DEFAULT_INTERVAL_MS, ConfigError, load_config
+from lakecleaner.core.submit import parse_results, submit_command
 
 
 def run_job(cfg, config_path: str, job: str, job_args: list[str]) -> tuple[int, list[dict], str]:
@@ -66,8 +66,8 @@ def cmd_validate(args) -> int:
 
 
 def cmd_evaluate(args) -> int:
-    from .evaluate import format_table
-    from .scheduler import evaluate_all, plan, plan_rows
+    from lakecleaner.core.evaluate import format_table
+    from lakecleaner.core.scheduler import evaluate_all, plan, plan_rows
 
     cfg = load_config(args.config)
     evaluations = evaluate_all(cfg, args.tables or None, args.now_ms, args.namespace or ())
@@ -84,7 +84,7 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_clear_uncleanable(args) -> int:
-    from .state import StateStore
+    from lakecleaner.core.state import StateStore
 
     cfg = load_config(args.config)
     failed = 0
@@ -109,12 +109,12 @@ class RefusedKey(argparse.Action):
 
 
 def cmd_forget(args) -> int:
-    """Erasure on request (lakecleaner.forget): the keys go from a file or stdin (never argv) into the
+    """Erasure on request (lakecleaner.spark.forget): the keys go from a file or stdin (never argv) into the
     request table, through a private file the application reads; then it carries the request out
     (unless --enqueue-only). One JSON line: ids, counts and hashes, never a key."""
     import getpass
 
-    from .erasure_requests import key_rows
+    from lakecleaner.core.erasure_requests import key_rows
 
     cfg = load_config(args.config)
     try:
@@ -144,9 +144,9 @@ def cmd_forget(args) -> int:
 
 
 def cmd_view(args) -> int:
-    """The latest-per-key view (lakecleaner.view): its SQL on stdout, from metadata (no Spark);
+    """The latest-per-key view (lakecleaner.spark.view): its SQL on stdout, from metadata (no Spark);
     with --register, also registered in the catalog."""
-    from .view import ViewError, latest_view, register_with_own_session
+    from lakecleaner.spark.view import ViewError, latest_view, register_with_own_session
 
     cfg = load_config(args.config)
     try:
@@ -161,15 +161,9 @@ def cmd_view(args) -> int:
     return 0
 
 
-def cmd_demo(args) -> int:
-    from .demo import main as demo_main
-
-    return demo_main(args)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="lakecleaner", description=__doc__)
-    parser.add_argument("--config", help="YAML config (default: $LAKECLEANER_CONFIG or include/lakecleaner.yaml)")
+    parser.add_argument("--config", help="YAML config (default: $LAKECLEANER_CONFIG, else the shipped default: ./warehouse)")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("compact", help="compact tables in one Spark application; one JSON line of statistics per table")
     p.add_argument("tables", nargs="+", metavar="TABLE", help="namespace.table (in the configured catalog), in order")
@@ -211,9 +205,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--name", help="the view's name, view or namespace.view (default: <table>__latest beside the table)")
     p.add_argument("--register", action="store_true", help="create or replace the view (catalogs with views)")
     p.set_defaults(func=cmd_view)
-    p = sub.add_parser("demo", help="build the embedded demo lakehouse, compact every table, check the rules")
-    p.add_argument("--seed", type=int, default=7)
-    p.set_defaults(func=cmd_demo)
     args = parser.parse_args(argv)
     if args.config:
         os.environ["LAKECLEANER_CONFIG"] = str(Path(args.config).resolve())

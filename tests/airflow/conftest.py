@@ -25,18 +25,17 @@ atexit.register(shutil.rmtree, AIRFLOW_HOME, True)
 os.environ.update({
     "AIRFLOW_HOME": str(AIRFLOW_HOME),
     "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
-    "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
     "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
     "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{AIRFLOW_HOME}/airflow.db",
     "AIRFLOW__LOGGING__COLORED_CONSOLE_LOG": "False",
     "AIRFLOW_CONN_SPARK_DEFAULT": '{"conn_type":"spark","host":"local[2]"}',
-    "LAKECLEANER_PACKAGE_DIR": str(AIRFLOW_HOME / "lakecleaner"),
+    "AIRFLOW__LAKECLEANER__PACKAGE_DIR": str(AIRFLOW_HOME / "lakecleaner"),
     "SPARK_LOCAL_IP": "127.0.0.1",
     "PYSPARK_PYTHON": sys.executable,
     # spark-submit (pip's pyspark) lives next to this interpreter
     "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
 })
-os.environ.pop("LAKECLEANER_SCHEDULE", None)
+os.environ.pop("AIRFLOW__LAKECLEANER__SCHEDULE", None)
 # Airflow's logging config sends INFO to stdout; py4j's connection chatter (also at interpreter exit,
 # after pytest closed the stream) is noise.
 logging.getLogger("py4j").setLevel(logging.WARNING)

@@ -5,8 +5,8 @@ JDBC catalog on PostgreSQL. One live Airflow (the suite's most expensive set-up)
 - `airflow backfill create` over three past intervals of a scheduled DAG: each run cleans as of its
   own interval's end, and the table ends as the reference model says given those nows and the commit
   times the runs recorded; the Lake Cleaner page lists the runs;
-- a triggered run: the pool's two slots (cleaner.threads: 2) run the two packed Spark applications
-  at the same time, and each table ends exactly as the reference model says.
+- a triggered run: the two packed Spark applications (cleaner.threads: 2) run at the same time, in
+  Airflow's default pool (a lakecleaner DAG needs no pool of its own), and each table ends exactly as the reference model says.
 
 The backfill needs a periodic schedule and intervals whose ends fall after the test's appends, so the
 DAG fires at three minutes the test picks (one append batch before each), and nowhere else for an
@@ -31,11 +31,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lakecleaner.config import CHECKPOINT_PROPERTY, config_document
-from lakecleaner.localpg import free_port, kept_password, stop_group
-from lakecleaner.model import compact
-from lakecleaner.rules import Checkpoint
-from lakecleaner.tables import append, create_compacted_table, read_model_records
+from lakecleaner.core.config import CHECKPOINT_PROPERTY, config_document
+from lakecleaner_dev.localpg import free_port, kept_password, stop_group
+from lakecleaner.core.model import compact
+from lakecleaner.core.rules import Checkpoint
+from lakecleaner_dev.tables import append, create_compacted_table, read_model_records
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark]
 
@@ -92,7 +92,7 @@ class AirflowPg:
         self.pg_port, api_port = free_port(), free_port()
         self.api_url = f"http://127.0.0.1:{api_port}"
         self.env = {**{k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")},
-                    "LAKECLEANER_CONFIG": str(config), "LAKECLEANER_SCHEDULE": schedule,
+                    "AIRFLOW__LAKECLEANER__CONFIG": str(config), "AIRFLOW__LAKECLEANER__SCHEDULE": schedule,
                     "AIRFLOW__API__PORT": str(api_port), "AIRFLOW__API__BASE_URL": self.api_url,
                     "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.api_url}/execution/",
                     "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": str(paused_at_creation),
@@ -268,7 +268,7 @@ FIGURES = ("dirty_records_in_run", "removed_superseded", "removed_expired_tombst
 
 
 def test_airflow_backfill_create_cleans_each_interval_as_of_its_end(spark, pg_config, live):
-    from lakecleaner.history import read_history
+    from lakecleaner.core.history import read_history
 
     ends = [_ms(f) for f in live.fires]
     appended = {r.id: r.appended_at_ms for r in live.records}
@@ -320,7 +320,7 @@ def test_airflow_backfill_create_cleans_each_interval_as_of_its_end(spark, pg_co
 
 def test_make_airflow_pg_runs_two_applications_at_once_on_the_jdbc_catalog(spark, pg_config, live):
     airflow = live.airflow
-    live.backfill_runs()  # the pool's two slots are this run's alone
+    live.backfill_runs()  # one run at a time (max_active_runs): the backfill's end first
     airflow.wait("the DAG unpaused", lambda: airflow.query(
         "SELECT dag_id FROM dag WHERE dag_id = 'lakecleaner' AND NOT is_paused"))
     expected = {}
@@ -339,9 +339,10 @@ def test_make_airflow_pg_runs_two_applications_at_once_on_the_jdbc_catalog(spark
     assert state == [("success",)], (clean, airflow.tail())
     assert [row[1] for row in clean] == ["success", "success"], clean
     assert sorted(row[4] for row in clean) == sorted(TABLES)  # one application per table, named by it
-    # the pool's two slots: both applications ran at the same time
+    # both applications ran at the same time, with no pool of their own
     assert max(row[2] for row in clean) < min(row[3] for row in clean), clean
-    assert airflow.query("SELECT slots FROM slot_pool WHERE pool = 'lakecleaner'") == [(2,)]
+    assert airflow.query("SELECT DISTINCT pool FROM task_instance WHERE dag_id = 'lakecleaner' AND run_id = %s "
+                         "AND task_id = 'clean'", run_id) == [("default_pool",)]
     for table in TABLES:
         spark.catalog.refreshTable(f"{pg_config.catalog.name}.{table}")
         kept = sorted((r["partition"], r["offset"]) for r in

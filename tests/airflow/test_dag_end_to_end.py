@@ -8,6 +8,8 @@ uncleanable mark, an operator clearing it, and a backfill over two intervals.
 """
 from __future__ import annotations
 
+from argparse import Namespace
+
 import datetime as dt
 import os
 import time
@@ -15,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from lakecleaner import scheduler
-from lakecleaner.config import CHECKPOINT_PROPERTY, load_config
-from lakecleaner.engine import compact_table
-from lakecleaner.metadata import MetadataReader
-from lakecleaner.quality import list_results
-from lakecleaner.state import StateStore, read_document
-from lakecleaner.tables import append, create_compacted_table
+from lakecleaner.core import scheduler
+from lakecleaner.core.config import CHECKPOINT_PROPERTY, load_config
+from lakecleaner.spark.engine import compact_table
+from lakecleaner.core.metadata import MetadataReader
+from lakecleaner.core.quality_results import list_results
+from lakecleaner.core.state import StateStore, read_document
+from lakecleaner_dev.tables import append, create_compacted_table
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark,
               # dag.test talks to Airflow's execution API through starlette's TestClient
@@ -45,7 +47,7 @@ def _ms(when: dt.datetime) -> int:
 
 @pytest.fixture(scope="module")
 def dag_config(tmp_path_factory, airflow_db):
-    """The YAML the DAG (LAKECLEANER_CONFIG) and its spark-submit jobs read: a fresh warehouse,
+    """The YAML the DAG ([lakecleaner] config) and its spark-submit jobs read: a fresh warehouse,
     one failure marks a table uncleanable, two applications at most (the pool)."""
     base = tmp_path_factory.mktemp("dag_lake")
     path = base / "lakecleaner.yaml"
@@ -53,22 +55,22 @@ def dag_config(tmp_path_factory, airflow_db):
         f"catalog:\n  name: {CATALOG}\n  type: hadoop\n  warehouse: {base / 'warehouse'}\n"
         "spark:\n  master: local[2]\n  driver_memory: 1g\n"
         "cleaner:\n  threads: 2\n  uncleanable_after_failures: 1\n")
-    old = os.environ.get("LAKECLEANER_CONFIG")
-    os.environ["LAKECLEANER_CONFIG"] = str(path)
+    old = os.environ.get("AIRFLOW__LAKECLEANER__CONFIG")
+    os.environ["AIRFLOW__LAKECLEANER__CONFIG"] = str(path)
     yield load_config(path)
     if old is None:
-        os.environ.pop("LAKECLEANER_CONFIG", None)
+        os.environ.pop("AIRFLOW__LAKECLEANER__CONFIG", None)
     else:
-        os.environ["LAKECLEANER_CONFIG"] = old
+        os.environ["AIRFLOW__LAKECLEANER__CONFIG"] = old
 
 
 @pytest.fixture(scope="module")
 def pool(dag_config):
     from airflow.models.pool import Pool
 
-    from lakecleaner.airflow_setup import POOL, create_pool
+    from lakecleaner.airflow.commands import DEFAULT_POOL as POOL, create_pool
 
-    create_pool(dag_config)
+    create_pool(Namespace(config=str(dag_config.source), pool=POOL))
     return Pool.get_pool(POOL)
 
 

@@ -14,6 +14,7 @@ pytestmark = pytest.mark.airflow
 REPO = Path(__file__).resolve().parents[2]
 DAGS = REPO / "dags"
 DAG_FILE = DAGS / "lakecleaner_dag.py"
+PACKAGE = REPO / "include" / "lakecleaner"
 # What a parse may do: read Python code (and Airflow's own files), nothing else.
 SPAWN_EVENTS = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork")
 PATH_EVENTS = ("open", "os.listdir", "os.scandir", "os.mkdir", "os.rename", "os.remove", "shutil.copyfile",
@@ -43,8 +44,8 @@ def _parse():
 def parsed(tmp_path, monkeypatch):
     """The DAG file parsed with a config file and a package dir that do not exist."""
     missing = tmp_path / "nowhere" / "lakecleaner.yaml"
-    monkeypatch.setenv("LAKECLEANER_CONFIG", str(missing))
-    monkeypatch.setenv("LAKECLEANER_PACKAGE_DIR", str(tmp_path / "package"))
+    monkeypatch.setenv("AIRFLOW__LAKECLEANER__CONFIG", str(missing))
+    monkeypatch.setenv("AIRFLOW__LAKECLEANER__PACKAGE_DIR", str(tmp_path / "package"))
     import airflow.dag_processing.dagbag  # noqa: F401 - Airflow's own start-up is not the DAG file's parse
 
     _recorder.events.clear()
@@ -117,13 +118,14 @@ def test_the_dag_has_the_expected_shape(parsed):
     # one mapped spark-submit of jobs/clean.py per packed application, named by its tables
     assert clean.operator_class is SparkSubmitOperator
     assert clean.upstream_task_ids == {"evaluate"} and clean.downstream_task_ids == {"summary", "announce"}
-    assert clean.partial_kwargs["conn_id"] == "spark_default" and clean.pool == "lakecleaner" and clean.retries == 0
-    assert clean.partial_kwargs["application"] == str(REPO / "jobs" / "clean.py")
+    # no pool of its own: at most cleaner.threads applications per run, one run at a time
+    assert clean.partial_kwargs["conn_id"] == "spark_default" and clean.pool == "default_pool" and clean.retries == 0
+    assert clean.partial_kwargs["application"] == str(PACKAGE / "spark" / "jobs" / "clean.py")
     assert clean.map_index_template == "{{ task.name }}"
     # erasure requests (the forget param) run before evaluate; evaluate runs whatever they did
     forget = dag.task_dict["forget"]
     assert forget.operator_class is SparkSubmitOperator and forget.upstream_task_ids == {"forget_requests"}
-    assert forget.partial_kwargs["application"] == str(REPO / "jobs" / "forget.py")
+    assert forget.partial_kwargs["application"] == str(PACKAGE / "spark" / "jobs" / "forget.py")
     assert evaluate.upstream_task_ids == {"forget"} and evaluate.trigger_rule == "all_done"
     assert params["forget"].value == [] and params["forget"].schema["items"] == {"type": "string"}  # request ids
     assert clean.partial_kwargs["on_failure_callback"]
@@ -137,9 +139,47 @@ def test_the_dag_has_the_expected_shape(parsed):
     assert announce.outlets[0].name == "lakecleaner-compacted"
 
 
-def test_the_schedule_comes_from_the_environment(monkeypatch):
-    monkeypatch.setenv("LAKECLEANER_SCHEDULE", "0 * * * *")
+def test_the_schedule_comes_from_the_lakecleaner_section(monkeypatch):
+    monkeypatch.setenv("AIRFLOW__LAKECLEANER__SCHEDULE", "0 * * * *")
     dag = _parse().dags["lakecleaner"]
     assert dag.timetable.expression == "0 * * * *"
-    monkeypatch.setenv("LAKECLEANER_SCHEDULE", "none")  # triggered runs only (another scheduler, the API)
+    monkeypatch.setenv("AIRFLOW__LAKECLEANER__SCHEDULE", "none")  # triggered runs only (another scheduler, the API)
     assert type(_parse().dags["lakecleaner"].timetable).__name__ == "NullTimetable"
+
+
+def test_one_file_builds_several_dags_each_on_its_own_config_pool_and_connection(tmp_path, monkeypatch):
+    """The factory's keyword arguments (names scripts rely on) override the [lakecleaner] section."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    (tmp_path / "lakes.py").write_text(
+        "from lakecleaner.airflow import lakecleaner_dag\n\n"
+        "sales = lakecleaner_dag(dag_id='lakecleaner_sales', config='/etc/lake/sales.yaml', schedule='0 * * * *',\n"
+        "                        pool='shared_spark', spark_conn_id='spark_cluster')\n"
+        "crm = lakecleaner_dag(dag_id='lakecleaner_crm', config='/etc/lake/crm.yaml', schedule=None)\n"
+        "default = lakecleaner_dag(dag_id='lakecleaner_default')\n")
+    monkeypatch.setenv("AIRFLOW__LAKECLEANER__SCHEDULE", "30 2 * * *")
+    monkeypatch.setenv("AIRFLOW__LAKECLEANER__SPARK_CONN_ID", "spark_from_section")
+    bag = DagBag(dag_folder=str(tmp_path), known_pools={"default_pool", "shared_spark"})
+    assert bag.import_errors == {}
+    sales, crm, default = (bag.dags[f"lakecleaner_{n}"] for n in ("sales", "crm", "default"))
+    assert sales.timetable.expression == "0 * * * *" and type(crm.timetable).__name__ == "NullTimetable"
+    assert default.timetable.expression == "30 2 * * *"
+    for d, pool, conn in ((sales, "shared_spark", "spark_cluster"), (crm, "default_pool", "spark_from_section"),
+                          (default, "default_pool", "spark_from_section")):
+        for task_id in ("clean", "forget"):
+            assert (d.task_dict[task_id].pool, d.task_dict[task_id].partial_kwargs["conn_id"]) == (pool, conn), d.dag_id
+        assert "lakecleaner" in d.tags  # how the Lake Cleaner page finds them
+    # the config each DAG's tasks (and the page) resolve: the factory's, else [lakecleaner] config at run time
+    assert sales.task_dict["evaluate"].op_kwargs["config"] == "/etc/lake/sales.yaml"
+    assert default.task_dict["evaluate"].op_kwargs["config"] is None
+
+
+def test_a_dag_without_a_config_says_where_to_set_one(monkeypatch):
+    from lakecleaner.airflow.dag import config_path
+    from lakecleaner.core.config import ConfigError
+
+    monkeypatch.delenv("AIRFLOW__LAKECLEANER__CONFIG", raising=False)
+    with pytest.raises(ConfigError, match=r"pass config= to lakecleaner_dag\(\) or set \[lakecleaner\] config"):
+        config_path(None)
+    monkeypatch.setenv("AIRFLOW__LAKECLEANER__CONFIG", "/etc/lake/a.yaml")
+    assert config_path(None) == "/etc/lake/a.yaml" and config_path("/x.yaml") == "/x.yaml"

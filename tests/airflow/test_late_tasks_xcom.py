@@ -1,5 +1,5 @@
 """The DAG's late tasks (summary, announce) open only paths they derive: the config the DAG was
-configured with (LAKECLEANER_CONFIG) and each application's report, named from the run id and the
+configured with ([lakecleaner] config) and each application's report, named from the run id and the
 application's index. XCom, which users with XCom edit rights can change, carries ids and counts: a
 config path and a report path planted in it are never opened.
 
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from lakecleaner import scheduler
-from lakecleaner.config import load_config
-from lakecleaner.state import write_document
+from lakecleaner.core import scheduler
+from lakecleaner.core.config import load_config
+from lakecleaner.core.state import write_document
 
 pytestmark = [pytest.mark.airflow, pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")]
 
@@ -56,7 +56,7 @@ def _report(table: str) -> dict:
 @pytest.fixture
 def dag_config(tmp_path, monkeypatch, airflow_db):
     path = _config(tmp_path / "dag", "latetest")
-    monkeypatch.setenv("LAKECLEANER_CONFIG", str(path))
+    monkeypatch.setenv("AIRFLOW__LAKECLEANER__CONFIG", str(path))
     return path
 
 

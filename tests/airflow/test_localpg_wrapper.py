@@ -1,4 +1,4 @@
-"""``python -m lakecleaner.localpg -- COMMAND`` (what ``make airflow-pg`` runs): asked to stop, it
+"""``python -m lakecleaner_dev.localpg -- COMMAND`` (what ``make airflow-pg`` runs): asked to stop, it
 stops everything the command started before it goes, even when the stop request comes twice. make
 forwards its own SIGTERM to its children on top of the one the process group gets, so the
 wrapper sees two; the second used to cut its cleanup short and leave ``airflow standalone`` and
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from lakecleaner import localpg
+from lakecleaner_dev import localpg
 
 # The command: on SIGTERM it says so, takes 3 s to stop, then exits.
 SLOW_TO_STOP = """
@@ -85,7 +85,7 @@ def test_a_second_sigterm_does_not_leave_the_command_running():
         pytest.fail(localpg.MISSING)
     home = Path(tempfile.mkdtemp(prefix="lakecleaner-localpg-", dir="/tmp"))
     os.chmod(home, 0o755)  # the cluster inside belongs to user postgres
-    wrapper = subprocess.Popen([sys.executable, "-m", "lakecleaner.localpg", "--dir", str(home / "pg"), "--",
+    wrapper = subprocess.Popen([sys.executable, "-m", "lakecleaner_dev.localpg", "--dir", str(home / "pg"), "--",
                                 sys.executable, "-c", SLOW_TO_STOP], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     command = None

@@ -10,8 +10,8 @@ import sys
 import jinja2
 import pytest
 
-from lakecleaner import notify
-from lakecleaner.config import ConfigError, load_config
+from lakecleaner.airflow import notify
+from lakecleaner.core.config import ConfigError, load_config
 
 pytestmark = pytest.mark.airflow
 

@@ -12,6 +12,8 @@ cleaning application on a throwaway Hadoop warehouse):
 """
 from __future__ import annotations
 
+from argparse import Namespace
+
 import datetime as dt
 import json
 import os
@@ -22,10 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from lakecleaner.config import load_config
-from lakecleaner.engine import compact_table
-from lakecleaner.erasure_requests import ensure_requests_table, requests_table
-from lakecleaner.tables import append, create_compacted_table
+from lakecleaner.core.config import load_config
+from lakecleaner.spark.engine import compact_table
+from lakecleaner.spark.erasure_requests import ensure_requests_table
+from lakecleaner.core.erasure_requests import requests_table
+from lakecleaner_dev.tables import append, create_compacted_table
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark,
               pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")]
@@ -112,13 +115,13 @@ def obs_config(tmp_path_factory, airflow_db):
         "notifiers:\n"
         "  - class: recording_notifier.RecordingNotifier\n"
         f"    kwargs: {{path: '{alerts}', message: '{{{{ alert.subject }}}} in {{{{ dag.dag_id }}}}'}}\n")
-    old = os.environ.get("LAKECLEANER_CONFIG")
-    os.environ["LAKECLEANER_CONFIG"] = str(path)
+    old = os.environ.get("AIRFLOW__LAKECLEANER__CONFIG")
+    os.environ["AIRFLOW__LAKECLEANER__CONFIG"] = str(path)
     yield load_config(path), alerts
     if old is None:
-        os.environ.pop("LAKECLEANER_CONFIG", None)
+        os.environ.pop("AIRFLOW__LAKECLEANER__CONFIG", None)
     else:
-        os.environ["LAKECLEANER_CONFIG"] = old
+        os.environ["AIRFLOW__LAKECLEANER__CONFIG"] = old
 
 
 @pytest.fixture(scope="module")
@@ -128,13 +131,13 @@ def run(spark, obs_config, statsd, dagbag):
     contract (compacted, then its data-quality suite fails); one DAG run over them."""
     from airflow.models.pool import Pool
 
-    from lakecleaner.airflow_setup import POOL, create_pool
+    from lakecleaner.airflow.commands import DEFAULT_POOL as POOL, create_pool
 
     cfg, alerts = obs_config
     for key, value in cfg.catalog.spark_conf().items():
         spark.conf.set(key, value)
     spark.conf.set(f"spark.sql.catalog.{CATALOG}.cache-enabled", "false")
-    create_pool(cfg)
+    create_pool(Namespace(config=str(cfg.source), pool=POOL))
     assert Pool.get_pool(POOL) is not None
     props = {"compaction.retain.log.end.record": "false"}
 
@@ -224,8 +227,8 @@ def test_the_compacted_table_gets_an_asset_event_with_the_runs_figures(run):
 
 
 def test_a_pending_request_erases_the_key_before_evaluation_and_audits_its_hash(run, spark, obs_config):
-    from lakecleaner.catalog import TableRef
-    from lakecleaner.forget import read_audit
+    from lakecleaner.core.table import TableRef
+    from lakecleaner.spark.forget import read_audit
 
     cfg, _ = obs_config
     dr, _, _ = run
@@ -263,7 +266,7 @@ def test_the_erased_key_is_in_no_xcom_or_rendered_field_of_the_run(run):
 
 
 def test_the_evaluate_task_records_the_evaluation_the_pages_present(run, obs_config):
-    from lakecleaner.scheduler import last_evaluation
+    from lakecleaner.core.scheduler import last_evaluation
 
     cfg, _ = obs_config
     _, now_ms, _ = run

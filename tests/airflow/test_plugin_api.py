@@ -39,7 +39,7 @@ def anonymous(api_server):
 
 @pytest.fixture(scope="module")
 def cfg(ui_lake):
-    from lakecleaner.config import load_config
+    from lakecleaner.core.config import load_config
 
     return load_config(ui_lake)
 
@@ -109,10 +109,10 @@ def test_fastapi_docs_of_the_plugin_app_are_not_exposed(client, anonymous):
 
 # ---------------------------------------------------------------- what is shown
 def test_index_shows_every_compacted_table_as_the_package_recorded_it(client, cfg):
-    from lakecleaner.dashboard import iso
-    from lakecleaner.history import read_history
-    from lakecleaner.quality import list_results
-    from lakecleaner.scheduler import last_evaluation
+    from lakecleaner.airflow.dashboard import iso
+    from lakecleaner.core.history import read_history
+    from lakecleaner.core.quality_results import list_results
+    from lakecleaner.core.scheduler import last_evaluation
 
     body = client.get("/lakecleaner/api/tables").json()
     rows = {r["table"]: r for r in body["tables"]}
@@ -150,7 +150,7 @@ def test_index_page_links_every_table_and_escapes_what_it_shows(client):
 
 
 def test_table_page_charts_runs_and_links_validations_into_data_docs(client, cfg):
-    from lakecleaner.history import read_history
+    from lakecleaner.core.history import read_history
 
     view = client.get(f"/lakecleaner/api/tables/{ORDERS}").json()
     history = read_history(cfg, ORDERS)
@@ -232,7 +232,7 @@ def test_the_table_list_and_run_history_are_paginated_with_links(client):
 
 
 def test_data_docs_never_serve_a_file_outside_their_directory(api_server, token, cfg):
-    from lakecleaner.quality import docs_dir
+    from lakecleaner.core.quality_results import docs_dir
 
     root = docs_dir(cfg)
     (root.parent / "secret.txt").write_text("outside the Data Docs")
@@ -359,10 +359,10 @@ def test_pages_present_the_recorded_evaluation_and_never_read_table_metadata(lak
     evaluated would show it "unreadable" (or fail); the pages show what the evaluate task recorded."""
     from fastapi.testclient import TestClient
 
-    from lakecleaner.config import load_config
-    from lakecleaner.dashboard import iso
-    from lakecleaner.metadata import MetadataReader
-    from lakecleaner.scheduler import last_evaluation
+    from lakecleaner.core.config import load_config
+    from lakecleaner.airflow.dashboard import iso
+    from lakecleaner.core.metadata import MetadataReader
+    from lakecleaner.core.scheduler import last_evaluation
 
     cfg = load_config(lake_copy)
     recorded = last_evaluation(cfg)
@@ -390,9 +390,9 @@ def test_names_and_reasons_with_html_characters_are_escaped(lake_copy, monkeypat
     it, escaped, without a link (its page would refuse the name), and nothing it carries becomes markup."""
     from fastapi.testclient import TestClient
 
-    from lakecleaner.config import load_config
-    from lakecleaner.evaluate import Evaluation
-    from lakecleaner.scheduler import record_evaluation
+    from lakecleaner.core.config import load_config
+    from lakecleaner.core.evaluate import Evaluation
+    from lakecleaner.core.scheduler import record_evaluation
 
     hostile = 'shop.<script>alert("x")</script>'
     reason = "table x: <img src=x onerror=alert(1)> & 'quoted'"

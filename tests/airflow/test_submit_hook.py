@@ -1,13 +1,13 @@
 """The spark-submit command Airflow builds from the DAG's SparkSubmitOperator arguments carries the
-same Spark conf, jars and package as the one the CLI runs (both rendered by lakecleaner.submit).
+same Spark conf, jars and package as the one the CLI runs (both rendered by lakecleaner.core.submit).
 Airflow's own operator and hook build the command; nothing is submitted."""
 from __future__ import annotations
 
 import pytest
 from submit_argv import argv_options, zip_content
 
-from lakecleaner import submit
-from lakecleaner.config import LakecleanerConfig, SparkConfig
+from lakecleaner.core import submit
+from lakecleaner.core.config import LakecleanerConfig, SparkConfig
 
 pytestmark = pytest.mark.airflow
 
@@ -16,7 +16,7 @@ def test_airflow_submits_what_the_cli_submits(tmp_path):
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
     cfg = LakecleanerConfig(spark=SparkConfig(driver_memory="3g", conf={"spark.sql.shuffle.partitions": 4}))
-    application = str(submit.jobs_dir() / "clean.py")
+    application = submit.job_path("clean.py")
     args = ["--config", "/etc/lakecleaner.yaml", "a.t"]
     operator = SparkSubmitOperator(task_id="clean", conn_id="spark_default", application=application, name="a.t",
                                    application_args=args, **submit.operator_options(cfg, tmp_path / "dag"))

@@ -5,16 +5,17 @@ import time
 
 import pytest
 
-from lakecleaner import catalog
-from lakecleaner.batch import BatchRequest, clean_tables
-from lakecleaner.config import CHECKPOINT_PROPERTY
-from lakecleaner.engine import compact_table
-from lakecleaner.erasure_requests import IN_PROGRESS, carry_out, claim, enqueue, pending_requests, requests_table
-from lakecleaner.forget import Attribution, ForgetRequest
-from lakecleaner.history import read_history
-from lakecleaner.rules import Checkpoint
-from lakecleaner.state import StateStore
-from lakecleaner.tables import append, create_compacted_table
+from lakecleaner.spark import catalog
+from lakecleaner.spark.batch import BatchRequest, clean_tables
+from lakecleaner.core.config import CHECKPOINT_PROPERTY
+from lakecleaner.spark.engine import compact_table
+from lakecleaner.core.erasure_requests import IN_PROGRESS, requests_table
+from lakecleaner.spark.erasure_requests import carry_out, claim, enqueue, pending_requests
+from lakecleaner.spark.forget import Attribution, ForgetRequest
+from lakecleaner.core.history import read_history
+from lakecleaner.core.rules import Checkpoint
+from lakecleaner.core.state import StateStore
+from lakecleaner_dev.tables import append, create_compacted_table
 
 pytestmark = pytest.mark.spark
 

@@ -1,4 +1,4 @@
-"""Many tables in one Spark application (lakecleaner.batch): the chain per table, one table's failure
+"""Many tables in one Spark application (lakecleaner.spark.batch): the chain per table, one table's failure
 contained, the budget, memory released between tables, and the CLI over several tables."""
 from __future__ import annotations
 
@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from lakecleaner.batch import BatchRequest, clean_tables
-from lakecleaner.config import CHECKPOINT_PROPERTY
-from lakecleaner.catalog import TableRef
-from lakecleaner.generator import CDC_SCHEMA
-from lakecleaner.model import compact
-from lakecleaner.quality import list_results
-from lakecleaner.rules import Checkpoint
-from lakecleaner.scheduler import evaluate_all, pack, plan, run_history
-from lakecleaner.state import StateStore, read_document
-from lakecleaner.tables import append, create_compacted_table, read_model_records
+from lakecleaner.spark.batch import BatchRequest, clean_tables
+from lakecleaner.core.config import CHECKPOINT_PROPERTY
+from lakecleaner.core.table import TableRef
+from lakecleaner_dev.generator import CDC_SCHEMA
+from lakecleaner.core.model import compact
+from lakecleaner.core.quality_results import list_results
+from lakecleaner.core.rules import Checkpoint
+from lakecleaner.core.scheduler import evaluate_all, pack, plan, run_history
+from lakecleaner.core.state import StateStore, read_document
+from lakecleaner_dev.tables import append, create_compacted_table, read_model_records
 
 pytestmark = pytest.mark.spark
 

@@ -2,9 +2,10 @@
 import pytest
 
 from cases import CASES, expected_reason_counts, resolve_now
-from lakecleaner.catalog import TableRef, current_snapshot
-from lakecleaner.engine import compact_table
-from lakecleaner.tables import KAFKA_SCHEMA, append, create_compacted_table
+from lakecleaner.core.table import TableRef
+from lakecleaner.spark.catalog import current_snapshot
+from lakecleaner.spark.engine import compact_table
+from lakecleaner_dev.tables import KAFKA_SCHEMA, append, create_compacted_table
 
 pytestmark = pytest.mark.spark
 SCHEMA = KAFKA_SCHEMA + ", `ver` bigint"
@@ -50,9 +51,9 @@ def test_spark_job_on_hand_worked_case(spark, request, case, catalog):
 
 
 def test_cleaner_jvm_runs_with_its_options(spark):
-    """The JVM options chosen for the cleaner (lakecleaner.spark.JVM_OPTIONS) reach the driver JVM:
+    """The JVM options chosen for the cleaner (lakecleaner.core.sparkconf.JVM_OPTIONS) reach the driver JVM:
     the throughput collector is the one running."""
-    from lakecleaner.spark import JVM_OPTIONS
+    from lakecleaner.core.sparkconf import JVM_OPTIONS
 
     management = spark._jvm.java.lang.management.ManagementFactory
     arguments = list(management.getRuntimeMXBean().getInputArguments())

@@ -1,13 +1,13 @@
 """The dirty scan on Iceberg: only files past the checkpoint are planned, spread over the cores."""
 import pytest
 
-from lakecleaner.config import CHECKPOINT_PROPERTY
-from lakecleaner.catalog import current_snapshot, load_table_config
-from lakecleaner.engine import compact_table
-from lakecleaner.files import data_files
-from lakecleaner.frames import Frames, dirty_scan, outside
-from lakecleaner.rules import Checkpoint
-from lakecleaner.tables import append, create_compacted_table
+from lakecleaner.core.config import CHECKPOINT_PROPERTY
+from lakecleaner.spark.catalog import current_snapshot, load_table_config
+from lakecleaner.spark.engine import compact_table
+from lakecleaner.spark.files import data_files
+from lakecleaner.spark.frames import Frames, dirty_scan, outside
+from lakecleaner.core.rules import Checkpoint
+from lakecleaner_dev.tables import append, create_compacted_table
 
 from iceberg_scans import iceberg_scans
 

@@ -15,13 +15,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lakecleaner.config import CHECKPOINT_PROPERTY
-from lakecleaner.catalog import TableRef
-from lakecleaner.engine import compact_table
-from lakecleaner.model import compact
-from lakecleaner.rules import Checkpoint
-from lakecleaner.strategies import Strategy, encode_version_header, version_as_long_sql
-from lakecleaner.tables import KAFKA_SCHEMA, append, create_compacted_table, read_model_records
+from lakecleaner.core.config import CHECKPOINT_PROPERTY
+from lakecleaner.core.table import TableRef
+from lakecleaner.spark.engine import compact_table
+from lakecleaner.core.model import compact
+from lakecleaner.core.rules import Checkpoint
+from lakecleaner.core.strategies import Strategy, encode_version_header, version_as_long_sql
+from lakecleaner_dev.tables import KAFKA_SCHEMA, append, create_compacted_table, read_model_records
 
 from iceberg_scans import iceberg_scans
 
@@ -115,7 +115,7 @@ def test_spark_job_matches_reference_model_on_the_jdbc_catalog(spark, pg_config,
 @pytest.mark.parametrize("strategy", ["offset", "timestamp"])
 def test_above_the_broadcast_bound_joins_shuffle_and_agree_with_the_model(spark, lake_config, strategy, monkeypatch):
     """Past BROADCAST_ROWS_MAX nothing is broadcast (memory stays bounded for any key count)."""
-    from lakecleaner import frames
+    from lakecleaner.spark import frames
 
     monkeypatch.setattr(frames, "BROADCAST_ROWS_MAX", 0)
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
@@ -147,7 +147,7 @@ def test_keyless_log_ends_of_an_unpartitioned_table_agree_with_the_model(spark, 
 def test_offset_map_over_budget_and_within_agree_with_the_model(spark, lake_config, monkeypatch):
     """An offset-strategy run over budget takes its range first and maps it; one within budget maps
     the whole dirty part directly. Both ways, in one table's life, against the model."""
-    from lakecleaner import plans
+    from lakecleaner.spark import plans
 
     prebuilt_seen = []
     plan = plans.key_map_plan
@@ -173,7 +173,7 @@ def test_versioned_key_map_late_lower_versions_lose_to_cleaned_winners(spark, la
     higher one beats it, a late record of a key whose cleaned winner is a tombstone past its horizon
     goes with it, and (retained) a losing log end stays. No run looks the clean part up before
     there is one, and a later key-map run does, once."""
-    from lakecleaner import engine, plans
+    from lakecleaner.spark import engine, plans
 
     lookups, runs = [], []
     rivals, compact = plans._clean_rivals, engine._compact
@@ -207,7 +207,7 @@ def test_only_run_keys_whose_best_may_lose_are_looked_up_in_the_clean_part(spark
     key whose best is above it keeps its best without a look at the clean part. Around that bound,
     one unit apart in the column's own type (a microsecond, a day), every key ends as the model
     says; a type with no exact bound (double, timestamp_ntz) looks every key up."""
-    from lakecleaner import plans
+    from lakecleaner.spark import plans
 
     ceilings, packed = [], []
     rivals, pack = plans._clean_rivals, Strategy.packed_rank_sql
@@ -275,9 +275,9 @@ def test_a_run_stops_when_its_records_lie_outside_the_bounds_its_rank_was_packed
     metrics wrong, winners would be wrong. The run stops instead, naming the table, and commits
     nothing; also where the outside record's rank would overflow a long under ANSI mode (which
     raises on overflow instead of wrapping)."""
-    from lakecleaner import engine
-    from lakecleaner.catalog import CompactionError
-    from lakecleaner.strategies import RankBounds
+    from lakecleaner.spark import engine
+    from lakecleaner.core.table import CompactionError
+    from lakecleaner.core.strategies import RankBounds
 
     rec = lambda key, ver: {"key": key, "partition": 0, "timestamp": 1, "headers": None,  # noqa: E731
                             "tombstone": None, "value": "x", "ver": ver}
@@ -309,8 +309,8 @@ def test_the_packed_rank_picks_the_same_winner_as_the_struct(spark, groups, v_sh
     would not fit, there is no packed rank."""
     from pyspark.sql import functions as F
 
-    from lakecleaner.config import resolve_table
-    from lakecleaner.strategies import RankBounds
+    from lakecleaner.core.config import resolve_table
+    from lakecleaner.core.strategies import RankBounds
 
     rows = [(g, has_ver, (v >> v_shift) if has_ver else None, o >> o_shift)  # narrower ranges, so that some fit
             for g, rs in enumerate(groups) for has_ver, v, o in rs]
@@ -375,7 +375,7 @@ def test_bad_records_of_every_kind_leave_through_the_key_map(spark, lake_config,
     """Rule 7 inside the key map's MERGE: keyless records (one a partition's log end), a null offset,
     a null partition, among keyed records of the same partitions and offsets.
     Survivors, figures and the quarantine are the model's; the ranked path is not taken."""
-    from lakecleaner import plans
+    from lakecleaner.spark import plans
 
     ranked, taken = plans.ranked_plan, []
     monkeypatch.setattr(plans, "ranked_plan", lambda *a, **kw: taken.append(1) or ranked(*a, **kw))

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from lakecleaner.config import LakecleanerConfig
-from lakecleaner.engine import compact_table
-from lakecleaner.scheduler import evaluate_all, record_outcome
-from lakecleaner.state import StateStore
-from lakecleaner.tables import append, create_compacted_table
+from lakecleaner.core.config import LakecleanerConfig
+from lakecleaner.spark.engine import compact_table
+from lakecleaner.core.scheduler import evaluate_all, record_outcome
+from lakecleaner.core.state import StateStore
+from lakecleaner_dev.tables import append, create_compacted_table
 
 pytestmark = pytest.mark.spark
 
@@ -85,7 +85,7 @@ def test_manifest_reads_match_pyiceberg_over_specs_and_deletes(spark, lake_confi
     """Evaluation reads manifests with a cached reader tree: what it reads must be what pyiceberg's
     own manifest API reads, through appends, a compaction (deleted and existing entries) and a
     partition spec change (two header schemas in one table)."""
-    from lakecleaner.metadata import MetadataReader, read_live_entries, read_manifest_list
+    from lakecleaner.core.metadata import MetadataReader, read_live_entries, read_manifest_list
 
     ns = f"mr{int(time.time() * 1000) % 10**8}"
     ref = create_compacted_table(spark, lake_config, f"{ns}.t")
@@ -131,7 +131,7 @@ def test_each_manifest_is_read_once_across_evaluations(spark, lake_config, monke
     """Evaluation keeps what each manifest said: a second run reads no manifest, a run after one
     more append reads one, and the figures are those of reading every manifest; a damaged cache
     document is ignored."""
-    from lakecleaner import metadata
+    from lakecleaner.core import metadata
 
     ns = f"mc{int(time.time() * 1000) % 10**8}"
     ref = create_compacted_table(spark, lake_config, f"{ns}.t")

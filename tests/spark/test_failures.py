@@ -14,14 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from lakecleaner import catalog
-from lakecleaner.config import CHECKPOINT_PROPERTY, ConfigError
-from lakecleaner.catalog import CompactionError, ConcurrentCommitError, TableRef, current_snapshot
-from lakecleaner.engine import compact_table
-from lakecleaner.model import compact
-from lakecleaner.rules import Checkpoint
-from lakecleaner.submit import RESULT_MARKER
-from lakecleaner.tables import KAFKA_SCHEMA, append, create_compacted_table, read_model_records
+from lakecleaner.spark import catalog
+from lakecleaner.core.config import CHECKPOINT_PROPERTY, ConfigError
+from lakecleaner.core.table import CompactionError, ConcurrentCommitError, TableRef
+from lakecleaner.spark.catalog import current_snapshot
+from lakecleaner.spark.engine import compact_table
+from lakecleaner.core.model import compact
+from lakecleaner.core.rules import Checkpoint
+from lakecleaner.core.submit import RESULT_MARKER
+from lakecleaner_dev.tables import KAFKA_SCHEMA, append, create_compacted_table, read_model_records
 
 pytestmark = pytest.mark.spark
 

@@ -1,4 +1,4 @@
-"""Erasure on request (lakecleaner.forget): the key's records leave the table and its quarantine,
+"""Erasure on request (lakecleaner.spark.forget): the key's records leave the table and its quarantine,
 physically, judged from the files themselves; the audit is written as the delete commits and keeps
 a (keyed) hash, never the key; the quality suite catches an old record that came back and lets new
 data of the key be; a compaction that raced the request stops; requests travel through the request
@@ -16,16 +16,16 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import functions as F
 
-from lakecleaner import catalog
-from lakecleaner.catalog import CompactionError
-from lakecleaner.engine import compact_table, quarantine_table
-from lakecleaner import forget as forget_module
-from lakecleaner.erasure_requests import (carry_out, enqueue, pending_requests, purge_closed_keys, requests_ref,
-                                          requests_table)
-from lakecleaner.forget import Attribution, ForgetError, ForgetRequest, audit_table, forget, read_audit
-from lakecleaner.keyhash import KeyHasher
-from lakecleaner.quality import validate_table
-from lakecleaner.tables import append, create_compacted_table
+from lakecleaner.spark import catalog
+from lakecleaner.core.table import CompactionError
+from lakecleaner.spark.engine import compact_table, quarantine_table
+from lakecleaner.spark import forget as forget_module
+from lakecleaner.spark.erasure_requests import carry_out, enqueue, pending_requests, purge_closed_keys
+from lakecleaner.core.erasure_requests import requests_ref, requests_table
+from lakecleaner.spark.forget import Attribution, ForgetError, ForgetRequest, audit_table, forget, read_audit
+from lakecleaner.core.keyhash import KeyHasher
+from lakecleaner.spark.quality import validate_table
+from lakecleaner_dev.tables import append, create_compacted_table
 
 pytestmark = pytest.mark.spark
 
@@ -402,7 +402,8 @@ def test_a_done_request_keeps_no_key_in_any_file_of_the_request_table(spark, lak
 
 
 def test_spark_computes_the_same_hmac_as_python_and_no_plan_shows_the_secret(spark):
-    from lakecleaner.keyhash import hash_sql, pads_join, register_pads
+    from lakecleaner.core.keyhash import hash_sql, pads_join
+    from lakecleaner.spark.frames import register_pads
 
     hasher = KeyHasher.from_environment(environ={"LAKECLEANER_KEY_HASH_SECRET": SECRET})
     register_pads(spark, hasher)

@@ -4,9 +4,9 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from lakecleaner.engine import compact_table
-from lakecleaner.maintenance import maintain_table
-from lakecleaner.tables import append, create_compacted_table
+from lakecleaner.spark.engine import compact_table
+from lakecleaner.spark.maintenance import maintain_table
+from lakecleaner_dev.tables import append, create_compacted_table
 
 pytestmark = pytest.mark.spark
 
@@ -98,9 +98,10 @@ def test_maintenance_keeps_the_append_time_of_dirty_records_in_a_straddling_file
     """A run cut by compaction.max.records.per.run leaves its checkpoint inside a data file. The
     clean-part rewrite must not select that file: rewriting it whole would move its dirty records
     into the rewrite's snapshot, restarting their min/max.compaction.lag.ms clocks."""
-    from lakecleaner.catalog import TableRef, load_table_config
-    from lakecleaner.files import data_files
-    from lakecleaner.scheduler import evaluate_all
+    from lakecleaner.core.table import TableRef
+    from lakecleaner.spark.catalog import load_table_config
+    from lakecleaner.spark.files import data_files
+    from lakecleaner.core.scheduler import evaluate_all
 
     hour = 3_600_000
     ref = create_compacted_table(spark, lake_config, table_name, {
@@ -134,11 +135,12 @@ def test_expiry_keeps_the_append_time_of_records_an_ingest_appended_during_the_r
     maintenance expires the snapshot that added it. Its records must keep their append time, or
     they read as appended at epoch 0: a compaction delay of decades, a failed freshness rule and a
     must-clean table on every run."""
-    from lakecleaner.append_times import read_append_times
-    from lakecleaner.catalog import TableRef, load_table_config
-    from lakecleaner.files import data_files
-    from lakecleaner.quality import validate_table
-    from lakecleaner.scheduler import evaluate_all
+    from lakecleaner.core.append_times import read_append_times
+    from lakecleaner.core.table import TableRef
+    from lakecleaner.spark.catalog import load_table_config
+    from lakecleaner.spark.files import data_files
+    from lakecleaner.spark.quality import validate_table
+    from lakecleaner.core.scheduler import evaluate_all
 
     hour = 3_600_000
     ref = create_compacted_table(spark, lake_config, table_name, {"max.compaction.lag.ms": str(hour)})
@@ -170,7 +172,7 @@ def test_a_keyless_log_end_record_keeps_the_checkpoint_valid_through_maintenance
     then dropped it physically, the table's highest offset fell below the checkpoint, and evaluate
     reset the checkpoint ("past the log end"): the whole partition looked dirty again, the freshness
     rule failed. The log end record stays (rule 6), whatever its key."""
-    from lakecleaner.scheduler import evaluate_all
+    from lakecleaner.core.scheduler import evaluate_all
 
     hour = 3_600_000
     ref = create_compacted_table(spark, lake_config, table_name, {"max.compaction.lag.ms": str(hour)})
@@ -190,8 +192,8 @@ def test_a_corrupt_append_times_record_fails_only_its_tables_maintenance(spark, 
     naming it before any snapshot expires, and the next table's maintenance runs as usual."""
     from pathlib import Path
 
-    from lakecleaner.batch import BatchRequest, clean_tables
-    from lakecleaner.state import local_path
+    from lakecleaner.spark.batch import BatchRequest, clean_tables
+    from lakecleaner.core.state import local_path
 
     tables = [table_name, f"{table_name}_next"]
     now = int(time.time() * 1000)

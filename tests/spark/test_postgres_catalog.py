@@ -4,14 +4,14 @@ import time
 
 import pytest
 
-from lakecleaner.catalog import TableRef
-from lakecleaner.engine import compact_table
-from lakecleaner.maintenance import maintain_table
-from lakecleaner.model import compact
-from lakecleaner.quality import validate_table
-from lakecleaner.rules import Checkpoint
-from lakecleaner.scheduler import evaluate_all
-from lakecleaner.tables import append, create_compacted_table, read_model_records
+from lakecleaner.core.table import TableRef
+from lakecleaner.spark.engine import compact_table
+from lakecleaner.spark.maintenance import maintain_table
+from lakecleaner.core.model import compact
+from lakecleaner.spark.quality import validate_table
+from lakecleaner.core.rules import Checkpoint
+from lakecleaner.core.scheduler import evaluate_all
+from lakecleaner_dev.tables import append, create_compacted_table, read_model_records
 
 pytestmark = pytest.mark.spark
 
@@ -56,7 +56,7 @@ def test_compact_evaluate_maintain_validate_on_the_jdbc_catalog(spark, pg_config
 def _config_file(cfg, path):
     import yaml
 
-    from lakecleaner.config import config_document
+    from lakecleaner.core.config import config_document
 
     doc = config_document(cfg)
     doc["spark"].update(master="local[1]", driver_memory="1g")
@@ -66,10 +66,10 @@ def _config_file(cfg, path):
 
 APPENDER = """
 import sys, time
-from lakecleaner.config import load_config
-from lakecleaner.catalog import TableRef
-from lakecleaner.spark import get_spark
-from lakecleaner.tables import append
+from lakecleaner.core.config import load_config
+from lakecleaner.core.table import TableRef
+from lakecleaner.spark.session import get_spark
+from lakecleaner_dev.tables import append
 cfg = load_config(sys.argv[1])
 spark = get_spark(cfg, "appender")
 ref = TableRef.parse(sys.argv[2], cfg.catalog.name)

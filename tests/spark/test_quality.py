@@ -6,13 +6,14 @@ import time
 
 import pytest
 
-from lakecleaner.catalog import load_table_config
-from lakecleaner.config import CHECKPOINT_PROPERTY
-from lakecleaner.engine import compact_table
-from lakecleaner.quality import QualityError, list_results, validate_table
-from lakecleaner.rules import Checkpoint
-from lakecleaner.strategies import encode_version_header
-from lakecleaner.tables import append, create_compacted_table
+from lakecleaner.spark.catalog import load_table_config
+from lakecleaner.core.config import CHECKPOINT_PROPERTY
+from lakecleaner.spark.engine import compact_table
+from lakecleaner.spark.quality import QualityError, validate_table
+from lakecleaner.core.quality_results import list_results
+from lakecleaner.core.rules import Checkpoint
+from lakecleaner.core.strategies import encode_version_header
+from lakecleaner_dev.tables import append, create_compacted_table
 
 pytestmark = pytest.mark.spark
 
@@ -26,7 +27,7 @@ def _set_checkpoint(spark, ref, ckpt):
 
 
 def _unkeyed(key: str) -> str:
-    """How a deployment with no key-hash secret names a one-column key (lakecleaner.keyhash)."""
+    """How a deployment with no key-hash secret names a one-column key (lakecleaner.core.keyhash)."""
     return hashlib.sha256(json.dumps([key]).encode()).hexdigest()
 
 
@@ -197,7 +198,7 @@ def test_a_warn_rule_is_gx_severity_warning_and_does_not_fail_the_validation(spa
 
     import great_expectations as gx
 
-    from lakecleaner.quality import quality_root
+    from lakecleaner.core.quality_results import quality_root
 
     FRESHNESS = "freshness (max.compaction.lag.ms)"
     cfg = dataclasses.replace(lake_config, quality=dataclasses.replace(lake_config.quality,

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lakecleaner.config import resolve_table
-from lakecleaner.strategies import Strategy, encode_version_header
-from lakecleaner.tables import KAFKA_SCHEMA
+from lakecleaner.core.config import resolve_table
+from lakecleaner.core.strategies import Strategy, encode_version_header
+from lakecleaner_dev.tables import KAFKA_SCHEMA
 
 pytestmark = pytest.mark.spark
 SCHEMA = KAFKA_SCHEMA + ", `ver` bigint"

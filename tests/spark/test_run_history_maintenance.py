@@ -3,8 +3,9 @@ import time
 
 import pytest
 
-from lakecleaner.history import record_history
-from lakecleaner.housekeeping import DAY_MS, maintain_run_history, run_history_due
+from lakecleaner.spark.history import record_history
+from lakecleaner.core.housekeeping import DAY_MS, run_history_due
+from lakecleaner.spark.housekeeping import maintain_run_history
 
 pytestmark = pytest.mark.spark
 
@@ -37,7 +38,7 @@ def new_york_driver(monkeypatch):
 
 def test_started_at_is_the_runs_instant_whatever_the_drivers_time_zone(spark, lake_config, table_name,
                                                                        new_york_driver):
-    from lakecleaner.history import read_history
+    from lakecleaner.core.history import read_history
 
     assert time.localtime().tm_gmtoff in (-4 * 3600, -5 * 3600)
     before_us = time.time_ns() // 1000

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from lakecleaner.model import compact
-from lakecleaner.rules import Checkpoint
-from lakecleaner.tables import append, create_compacted_table, read_model_records
+from lakecleaner.core.model import compact
+from lakecleaner.core.rules import Checkpoint
+from lakecleaner_dev.tables import append, create_compacted_table, read_model_records
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

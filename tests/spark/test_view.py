@@ -1,4 +1,4 @@
-"""The latest-per-key view (lakecleaner.view) against the reference model, on uncompacted tables:
+"""The latest-per-key view (lakecleaner.spark.view) against the reference model, on uncompacted tables:
 its SQL, run by Spark as printed, returns exactly what one run of the model would keep (no
 checkpoint, every record old enough, nothing kept as a log end, tombstones not yet expired) minus
 the tombstones. Registering it: on Iceberg's JDBC catalog (PostgreSQL) it becomes a view; on the
@@ -13,11 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lakecleaner.model import compact
-from lakecleaner.rules import Checkpoint
-from lakecleaner.strategies import encode_version_header, sql_string
-from lakecleaner.tables import KAFKA_SCHEMA, append, create_compacted_table, read_model_records
-from lakecleaner.view import latest_view
+from lakecleaner.core.model import compact
+from lakecleaner.core.rules import Checkpoint
+from lakecleaner.core.strategies import encode_version_header, sql_string
+from lakecleaner_dev.tables import KAFKA_SCHEMA, append, create_compacted_table, read_model_records
+from lakecleaner.spark.view import latest_view
 
 pytestmark = pytest.mark.spark
 ODD = "odd `col` x"  # a column whose name needs quoting; the view must still select it by name
@@ -116,8 +116,8 @@ def test_view_over_an_uncompacted_table_is_the_models_survivors_without_tombston
 def test_a_column_named_with_a_dollar_is_refused_naming_the_table_and_the_column(spark, lake_config, table_name):
     """Spark substitutes ${...} anywhere in a statement's text, inside backquotes too, and a view is
     SQL text read again by every reader's session: such a name cannot be written in it."""
-    from lakecleaner.catalog import TableRef
-    from lakecleaner.config import ConfigError
+    from lakecleaner.core.table import TableRef
+    from lakecleaner.core.config import ConfigError
 
     ref = TableRef.parse(table_name, lake_config.catalog.name)
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{ref.catalog}`.`{ref.namespace}`")
@@ -162,7 +162,7 @@ def test_register_on_the_jdbc_catalog_creates_the_view(spark, pg_config, tmp_pat
     import yaml
 
     from lakecleaner.cli import main
-    from lakecleaner.config import config_document
+    from lakecleaner.core.config import config_document
 
     config = tmp_path / "pg.yaml"
     config.write_text(yaml.safe_dump(config_document(pg_config)))

@@ -1,10 +1,10 @@
-"""Commit times kept for expired snapshots that still add live files (lakecleaner.append_times)."""
+"""Commit times kept for expired snapshots that still add live files (lakecleaner.core.append_times)."""
 from pathlib import Path
 
 import pytest
 
-from lakecleaner.append_times import AppendTimesError, read_append_times, record_append_times
-from lakecleaner.config import CatalogConfig, LakecleanerConfig
+from lakecleaner.core.append_times import AppendTimesError, read_append_times, record_append_times
+from lakecleaner.core.config import CatalogConfig, LakecleanerConfig
 
 
 @pytest.fixture
@@ -41,7 +41,7 @@ def test_a_corrupt_record_is_moved_aside_and_fails_the_tables_maintenance_loudly
 
 
 def test_a_record_that_cannot_be_read_at_all_stays_where_it_is(cfg, monkeypatch):
-    from lakecleaner import append_times
+    from lakecleaner.core import append_times
 
     record_append_times(cfg, "ns.t", [1], {1: 100})
 
@@ -63,7 +63,7 @@ def test_a_table_name_never_becomes_a_path(cfg):
 def test_two_maintenances_of_one_table_keep_each_others_times(cfg, monkeypatch):
     """A backfill's maintenance read the document before a scheduled run's maintenance saved the
     time of a snapshot it then expired: writing back what it read would drop that time."""
-    import lakecleaner.append_times as at
+    import lakecleaner.core.append_times as at
 
     record_append_times(cfg, "ns.t", [1], {1: 100})  # what the first reader sees
     stale = at._recorded_to_write(cfg, "ns.t")

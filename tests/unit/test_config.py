@@ -1,31 +1,15 @@
-"""Unit tests for lakecleaner.config: per-table setting resolution/validation and the YAML file.
+"""Unit tests for lakecleaner.core.config: per-table setting resolution/validation and the YAML file.
 
 Pure Python: no Spark, no Airflow. Every ConfigError is checked to name the table (when there is
 one), the property and the offending value, which is the product requirement.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from lakecleaner.config import (
-    CATALOG_TYPES,
-    CONFIG_ENV,
-    DEFAULT_CONFIG_PATH,
-    HEADERS_TYPE,
-    INTEGRAL_TYPES,
-    LONG_MAX,
-    ORDERABLE_TYPES,
-    TABLE_SETTINGS,
-    CatalogConfig,
-    CleanerConfig,
-    ConfigError,
-    LakecleanerConfig,
-    SparkConfig,
-    TableConfig,
-    is_compacted,
-    load_config,
-    resolve_table,
-)
+from lakecleaner.core.config import (CATALOG_TYPES, CONFIG_ENV, DEFAULT_CONFIG_PATH, HEADERS_TYPE, INTEGRAL_TYPES, LONG_MAX, ORDERABLE_TYPES, TABLE_SETTINGS, CatalogConfig, CleanerConfig, ConfigError, LakecleanerConfig, SparkConfig, TableConfig, is_compacted, load_config, resolve_table)
 
 TABLE = "lake.db.events"
 
@@ -681,8 +665,8 @@ def test_shipped_default_config_loads_without_env():
     cfg = load_config()
     assert cfg.source == str(DEFAULT_CONFIG_PATH)
     assert cfg.catalog.type == "hadoop"
-    # "../warehouse" relative to include/ is the repository's warehouse directory
-    assert cfg.catalog.warehouse == str((DEFAULT_CONFIG_PATH.parent / ".." / "warehouse").resolve())
+    # inside the installed package: "warehouse" is the working directory's
+    assert cfg.catalog.warehouse == str(Path.cwd() / "warehouse")
     resolve_table(TABLE, {}, ALL_COLUMNS, cfg.defaults)  # the shipped defaults are valid
 
 
@@ -817,7 +801,7 @@ def test_cleaner_application_settings_load(tmp_path):
 
 
 def test_spark_conf_jvm_options_driver_and_executors_and_overridable():
-    from lakecleaner.spark import JVM_OPTIONS, spark_conf
+    from lakecleaner.core.sparkconf import JVM_OPTIONS, spark_conf
 
     conf = spark_conf(LakecleanerConfig())
     assert conf["spark.driver.extraJavaOptions"].endswith(JVM_OPTIONS)
@@ -855,9 +839,9 @@ def test_known_quality_rule_names_load(tmp_path):
 
 
 def test_every_rule_the_suites_build_is_a_known_name():
-    from lakecleaner.config import QUALITY_RULES
-    from lakecleaner.quality import Forgotten, build_history_rules, build_rules
-    from lakecleaner.rules import Checkpoint
+    from lakecleaner.core.config import QUALITY_RULES
+    from lakecleaner.spark.quality import Forgotten, build_history_rules, build_rules
+    from lakecleaner.core.rules import Checkpoint
 
     ckpt = Checkpoint(offsets={0: 9}, history=[(0, {0: 9}, 1)])
     for _strategy, props in (("offset", {}), ("timestamp", {"compaction.strategy": "timestamp"}),
@@ -888,7 +872,7 @@ def test_a_config_document_loads_back_as_the_same_config(tmp_path):
     CLI, Airflow): what that process loads is what was built."""
     import yaml
 
-    from lakecleaner.config import CatalogConfig, LakecleanerConfig, SparkConfig, config_document, load_config
+    from lakecleaner.core.config import CatalogConfig, LakecleanerConfig, SparkConfig, config_document, load_config
 
     cfg = LakecleanerConfig(
         catalog=CatalogConfig(name="pglake", type="sql", warehouse="file:///tmp/wh",

@@ -1,9 +1,8 @@
-"""The Lake Cleaner UI's view model (lakecleaner.dashboard) on hand-made inputs: no Spark, no Airflow."""
+"""The Lake Cleaner UI's view model (lakecleaner.airflow.dashboard) on hand-made inputs: no Spark, no Airflow."""
 import pytest
 
-from lakecleaner.config import LONG_MAX
-from lakecleaner.dashboard import (FRESHNESS_RULE, MAX_PAGE_SIZE, TABLE_HISTORY_ROWS, Page, PageError, build_overview,
-                                   build_table, docs_pages, run_point, valid_table_name, validation_point)
+from lakecleaner.core.config import LONG_MAX
+from lakecleaner.airflow.dashboard import (FRESHNESS_RULE, MAX_PAGE_SIZE, TABLE_HISTORY_ROWS, Page, PageError, build_overview, build_table, docs_pages, run_point, valid_table_name, validation_point)
 
 
 def _ev(table, **kw):
@@ -105,13 +104,13 @@ def test_docs_pages_finds_the_newest_validation_page_per_run(tmp_path):
 
 
 def _cfg(tmp_path):
-    from lakecleaner.config import CatalogConfig, LakecleanerConfig
+    from lakecleaner.core.config import CatalogConfig, LakecleanerConfig
 
     return LakecleanerConfig(catalog=CatalogConfig(name="lake", type="hadoop", warehouse=str(tmp_path / "warehouse")))
 
 
 def _evaluation(table, **kw):
-    from lakecleaner.evaluate import Evaluation
+    from lakecleaner.core.evaluate import Evaluation
 
     return Evaluation(table, kw.pop("status", "eligible"), kw.pop("reason", "dirty"), strategy="offset", **kw)
 
@@ -119,8 +118,8 @@ def _evaluation(table, **kw):
 def test_pages_present_the_recorded_evaluation_without_reading_any_table(tmp_path):
     """No table of this evaluation exists in the (empty) warehouse: the pages still show what the
     evaluate task recorded, and say when it was evaluated."""
-    from lakecleaner.dashboard import UnknownTable, load_overview, load_table
-    from lakecleaner.scheduler import record_evaluation
+    from lakecleaner.airflow.dashboard import UnknownTable, load_overview, load_table
+    from lakecleaner.core.scheduler import record_evaluation
 
     cfg = _cfg(tmp_path)
     assert load_overview(cfg)["tables"] == [] and load_overview(cfg)["evaluation"]["at"] is None
@@ -142,9 +141,9 @@ def test_pages_present_the_recorded_evaluation_without_reading_any_table(tmp_pat
 
 
 def test_a_recorded_evaluation_this_cleaner_did_not_write_is_an_error_naming_it(tmp_path):
-    from lakecleaner.dashboard import load_overview
-    from lakecleaner.scheduler import EVALUATION_DOCUMENT
-    from lakecleaner.state import write_document
+    from lakecleaner.airflow.dashboard import load_overview
+    from lakecleaner.core.scheduler import EVALUATION_DOCUMENT
+    from lakecleaner.core.state import write_document
 
     cfg = _cfg(tmp_path)
     write_document(cfg, EVALUATION_DOCUMENT, {"now_ms": 1, "tables": [{"status": "eligible"}]})

@@ -1,10 +1,10 @@
 """Evaluation rules on synthetic metadata (no Spark, no files)."""
 import pytest
 
-from lakecleaner.config import LONG_MAX
-from lakecleaner.evaluate import MIXED, FileStat, TableMetadata, cleaning_order, evaluate_table, format_table
-from lakecleaner.rules import Checkpoint
-from lakecleaner.scheduler import plan
+from lakecleaner.core.config import LONG_MAX
+from lakecleaner.core.evaluate import MIXED, FileStat, TableMetadata, cleaning_order, evaluate_table, format_table
+from lakecleaner.core.rules import Checkpoint
+from lakecleaner.core.scheduler import plan
 
 COLUMNS = {"key": "string", "offset": "bigint", "partition": "int", "value": "string", "tombstone": "boolean"}
 NOW = 10_000_000
@@ -153,7 +153,7 @@ def test_a_tables_snapshot_retention_that_outlasts_the_bound_is_said_with_the_bo
 
 
 def test_a_tag_or_branch_older_than_the_bound_is_named_in_the_physical_deletion_note():
-    from lakecleaner.evaluate import RefSnapshot
+    from lakecleaner.core.evaluate import RefSnapshot
 
     props = {"max.compaction.lag.ms": "60000", "min.compaction.lag.ms": "1000"}
     old = RefSnapshot("audit_2026", "tag", 7, NOW - 61_001)

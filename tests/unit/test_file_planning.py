@@ -1,10 +1,9 @@
 """How the engine sizes and bounds its dirty scan, from Iceberg file statistics alone."""
 import pytest
 
-from lakecleaner.config import READ_SPLIT_SETTINGS, ConfigError, read_split, resolve_table
-from lakecleaner.files import (SPLIT_SIZE_MIN, bytes_scanned, clean_version_ceiling, dirty_records_bound,
-                              dirty_split_size, dirty_version_floors, may_be_clean, may_be_dirty)
-from lakecleaner.strategies import version_as_long_sql
+from lakecleaner.core.config import READ_SPLIT_SETTINGS, ConfigError, read_split, resolve_table
+from lakecleaner.spark.files import (SPLIT_SIZE_MIN, bytes_scanned, clean_version_ceiling, dirty_records_bound, dirty_split_size, dirty_version_floors, may_be_clean, may_be_dirty)
+from lakecleaner.core.strategies import version_as_long_sql
 
 MB = 2**20
 SPLIT_SIZE_DEFAULT = READ_SPLIT_SETTINGS["read.split.target-size"].default

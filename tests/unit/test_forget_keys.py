@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-from lakecleaner.config import LONG_MAX, resolve_table, physical_deletion_deadline
-from lakecleaner.erasure_requests import key_rows
-from lakecleaner.forget import scrub
-from lakecleaner.forget import ForgetError, ForgetRequest, parse_key
-from lakecleaner.keyhash import UNKEYED, KeyHasher, KeySecretError
+from lakecleaner.core.config import LONG_MAX, resolve_table, physical_deletion_deadline
+from lakecleaner.core.erasure_requests import key_rows
+from lakecleaner.spark.forget import scrub
+from lakecleaner.spark.forget import ForgetError, ForgetRequest, parse_key
+from lakecleaner.core.keyhash import UNKEYED, KeyHasher, KeySecretError
 
 COLUMNS = {"key": "string", "offset": "bigint", "partition": "int", "value": "string"}
 SECRET = "0123456789abcdef0123456789abcdef"
@@ -87,7 +87,7 @@ def test_the_deadline_is_the_readme_bound():
 
 
 def test_one_spelling_of_a_files_location():
-    from lakecleaner.forget import file_path
+    from lakecleaner.spark.forget import file_path
 
     for spelling in ("file:///tmp/a b/x.parquet", "file:/tmp/a%20b/x.parquet", "/tmp/a b/x.parquet"):
         assert file_path(spelling) == "/tmp/a b/x.parquet"
@@ -95,7 +95,7 @@ def test_one_spelling_of_a_files_location():
 
 
 def test_only_a_concurrent_change_is_a_yield():
-    from lakecleaner.catalog import ConcurrentCommitError, TableRef, conflict_error
+    from lakecleaner.core.table import ConcurrentCommitError, TableRef, conflict_error
 
     ref = TableRef("lake", "ns", "t")
     for text in ("org.apache.iceberg.exceptions.CommitFailedException: Cannot commit: stale metadata",

@@ -3,10 +3,10 @@ import os
 import time
 from pathlib import Path
 
-from lakecleaner.config import CatalogConfig, CleanerConfig, LakecleanerConfig
-from lakecleaner.housekeeping import DAY_MS, prune_documents
-from lakecleaner.quality import list_results
-from lakecleaner.state import write_document
+from lakecleaner.core.config import CatalogConfig, CleanerConfig, LakecleanerConfig
+from lakecleaner.core.housekeeping import DAY_MS, prune_documents
+from lakecleaner.core.quality_results import list_results
+from lakecleaner.core.state import write_document
 
 
 def _aged(cfg, name: str, days: float, doc: dict) -> Path:
@@ -71,7 +71,7 @@ def test_state_of_a_table_unlisted_for_the_retention_goes(tmp_path):
 def test_a_backfill_or_a_bad_absence_record_never_hastens_a_state_removal(tmp_path):
     """A backfill's now lies in the past: the absence it sees starts now, not then. An absence
     record that is not this cleaner's restarts every clock and stops no other pruning."""
-    from lakecleaner.housekeeping import UNLISTED_TABLES
+    from lakecleaner.core.housekeeping import UNLISTED_TABLES
 
     cfg = LakecleanerConfig(catalog=CatalogConfig(warehouse=str(tmp_path / "wh")),
                             cleaner=CleanerConfig(own_files_retention_days=30))
@@ -91,7 +91,7 @@ def test_a_backfill_or_a_bad_absence_record_never_hastens_a_state_removal(tmp_pa
 def test_a_long_listed_tables_state_stays_and_an_unlisted_ones_goes(tmp_path):
     """A table name too long for a file has its state under a shortened name (state.document_name):
     the name it is listed under still finds it."""
-    from lakecleaner.state import StateStore, document_name
+    from lakecleaner.core.state import StateStore, document_name
 
     cfg = LakecleanerConfig(catalog=CatalogConfig(warehouse=str(tmp_path / "wh")),
                             cleaner=CleanerConfig(own_files_retention_days=30))
@@ -110,7 +110,7 @@ def test_a_long_listed_tables_state_stays_and_an_unlisted_ones_goes(tmp_path):
 def test_state_of_another_deployments_namespaces_is_never_pruned(tmp_path):
     """Two deployments share a state root, each cleaning its own namespaces: neither prunes the
     other's uncleanable marks, nor restarts the other's absence clocks."""
-    from lakecleaner.state import StateStore
+    from lakecleaner.core.state import StateStore
 
     root = str(tmp_path / "shared")
     ours, theirs = (LakecleanerConfig(catalog=CatalogConfig(warehouse=str(tmp_path / name)),

@@ -1,6 +1,6 @@
 """The clean-part rewrite selects only files wholly at or below the checkpoint (no dirty record is
 re-dated): clean_rewrite_cuts, judged from Iceberg file metrics alone."""
-from lakecleaner.maintenance import FileBounds, clean_rewrite_cuts
+from lakecleaner.spark.maintenance import FileBounds, clean_rewrite_cuts
 
 
 def _may_match(f: FileBounds, cuts: dict, partitioned: bool) -> bool:

@@ -2,10 +2,10 @@
 import pytest
 
 from cases import CASES, COMMIT_LAG_MS, DAY, SCHEMA_COLUMNS, E, r, resolve_now
-from lakecleaner.config import resolve_table
-from lakecleaner.model import compact
-from lakecleaner.rules import Checkpoint, first_clean_time
-from lakecleaner.tables import record_from_row
+from lakecleaner.core.config import resolve_table
+from lakecleaner.core.model import compact
+from lakecleaner.core.rules import Checkpoint, first_clean_time
+from lakecleaner_dev.tables import record_from_row
 
 BASE_MS = 1_700_000_000_000
 
@@ -82,7 +82,7 @@ def test_a_kept_keyless_log_end_is_inside_the_checkpoint_unless_a_dirty_record_b
     """The run copies the keyless log end to quarantine and keeps it; its checkpoint covers it, or the
     partition would read as dirty for ever. A record below it that the run could not take (younger
     than min.compaction.lag.ms) keeps the checkpoint below both."""
-    from lakecleaner.model import Record
+    from lakecleaner.core.model import Record
 
     tc = resolve_table("t.t", {"min.compaction.lag.ms": "1000"}, SCHEMA_COLUMNS)
     old, young = 0, 10_000

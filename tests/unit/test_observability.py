@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from lakecleaner import assets, metrics, notify
-from lakecleaner.config import ALERT_KINDS, ConfigError, NotifierSpec, load_config, parse_notifiers
-from lakecleaner.metrics import COUNT, GAUGE, TIMING, Metric
+from lakecleaner.airflow import assets, metrics, notify
+from lakecleaner.core.config import ALERT_KINDS, ConfigError, NotifierSpec, load_config, parse_notifiers
+from lakecleaner.airflow.metrics import COUNT, GAUGE, TIMING, Metric
 
 EVALUATIONS = [
     {"table": "a.ok", "status": "not eligible", "dirty_ratio": 0.25, "max_compaction_delay_ms": 0,

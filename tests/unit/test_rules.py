@@ -1,4 +1,4 @@
-"""Unit tests for lakecleaner.rules: which record wins, tombstones, the run budget, the checkpoint.
+"""Unit tests for lakecleaner.core.rules: which record wins, tombstones, the run budget, the checkpoint.
 
 Pure Python: no Spark, no Airflow.
 """
@@ -12,18 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakecleaner.strategies import decode_version_header, encode_version_header, is_tombstone, order_key
-from lakecleaner.rules import (
-    MAX_CHECKPOINT_CHARS,
-    MAX_HISTORY_ENTRIES,
-    NO_PARTITION,
-    Checkpoint,
-    CheckpointError,
-    allot_budget,
-    log_ends,
-    tombstone_expired,
-    tombstone_expired_sql,
-)
+from lakecleaner.core.strategies import decode_version_header, encode_version_header, is_tombstone, order_key
+from lakecleaner.core.rules import (MAX_CHECKPOINT_CHARS, MAX_HISTORY_ENTRIES, NO_PARTITION, Checkpoint, CheckpointError, allot_budget, log_ends, tombstone_expired, tombstone_expired_sql)
 
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 FAST = settings(max_examples=50, deadline=None, database=None)  # keep the file well under a second
@@ -838,8 +828,8 @@ def test_log_ends_from_file_metrics():
 
 # ================================================================ a table row's roles, in Python
 def _strategy(props, columns=None):
-    from lakecleaner.config import resolve_table
-    from lakecleaner.strategies import Strategy
+    from lakecleaner.core.config import resolve_table
+    from lakecleaner.core.strategies import Strategy
 
     columns = columns or {"key": "string", "offset": "bigint", "timestamp": "bigint", "tombstone": "boolean",
                           "value": "string", "headers": "array<struct<key:string,value:binary>>", "ver": "bigint"}
@@ -869,7 +859,7 @@ def test_a_rows_tombstone_follows_the_flag_then_the_value():
 def test_a_runs_entry_is_dated_by_its_commit_when_its_now_lags_behind():
     """A backfill's now lies in the past: the tombstones it cleans first count their
     delete.retention.ms from the commit, as Kafka counts from the clean that really happened."""
-    from lakecleaner.rules import first_clean_time
+    from lakecleaner.core.rules import first_clean_time
 
     ck = Checkpoint().advanced(1_000, {0: 5}, {}, 100, new_tombstones=1, committed_ms=9_000)
     assert ck.history == [(9_000, {0: 5}, 1)] and ck.as_of_ms == 1_000

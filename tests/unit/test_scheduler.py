@@ -1,7 +1,7 @@
 """The scheduler's plain helpers the DAG wires together (no Airflow, no Spark)."""
 import pytest
 
-from lakecleaner import scheduler
+from lakecleaner.core import scheduler
 
 
 def _jobs(*sizes):
@@ -26,7 +26,7 @@ def test_packing_never_makes_more_applications_than_threads_or_tables():
 
 
 def test_a_tables_expected_work_is_what_its_run_scans_plus_a_fixed_cost():
-    from lakecleaner.evaluate import Evaluation
+    from lakecleaner.core.evaluate import Evaluation
 
     ev = Evaluation("a.t", "eligible", "r", clean_bytes=1000, cleanable_bytes=500, uncleanable_bytes=7)
     assert scheduler.plan([ev])[0].work_bytes == scheduler.TABLE_OVERHEAD_BYTES + 1500
@@ -56,7 +56,7 @@ def test_clean_args_carry_the_runs_now_budget_report_and_tables_in_order():
 
 
 def test_an_application_never_outlives_the_interval_by_its_budget():
-    from lakecleaner.config import CleanerConfig, LakecleanerConfig
+    from lakecleaner.core.config import CleanerConfig, LakecleanerConfig
 
     cfg = LakecleanerConfig(cleaner=CleanerConfig(application_budget_s=600))
     assert scheduler.application_budget_s(cfg, 15 * 60_000) == 600
@@ -139,8 +139,8 @@ def test_a_finished_application_whose_tables_all_did_well_fails_nothing():
 
 
 def test_table_states_read_each_table_and_an_unreadable_one_does_not_stop_the_others(tmp_path):
-    from lakecleaner.config import CatalogConfig, LakecleanerConfig
-    from lakecleaner.state import StateStore
+    from lakecleaner.core.config import CatalogConfig, LakecleanerConfig
+    from lakecleaner.core.state import StateStore
 
     cfg = LakecleanerConfig(catalog=CatalogConfig(warehouse=str(tmp_path)))
     StateStore(cfg).record_success("a.ok", now_ms=1_000)
@@ -157,7 +157,7 @@ def test_an_invalid_checkpoint_fails_the_run():
 
 
 def test_evaluate_json_rows_carry_the_plan_in_plan_order():
-    from lakecleaner.evaluate import Evaluation
+    from lakecleaner.core.evaluate import Evaluation
 
     evs = [Evaluation("a.clean", "not eligible", "clean"),
            Evaluation("a.dirty", "eligible", "dirty", dirty_ratio=0.9),
@@ -187,9 +187,9 @@ class _Lake:
 def test_one_hostile_table_never_stops_the_evaluation_of_the_others(tmp_path, monkeypatch):
     """A checkpoint of nested brackets is its table's invalid checkpoint, a table whose evaluation
     fails in any other way its unreadable row; every other table is evaluated as usual."""
-    from lakecleaner import evaluate
-    from lakecleaner.config import CatalogConfig, LakecleanerConfig
-    from lakecleaner.evaluate import FileStat, TableMetadata
+    from lakecleaner.core import evaluate
+    from lakecleaner.core.config import CatalogConfig, LakecleanerConfig
+    from lakecleaner.core.evaluate import FileStat, TableMetadata
 
     columns = {"key": "string", "offset": "bigint", "value": "string"}
     compacted = {"cleanup.policy": "compact"}
@@ -219,8 +219,8 @@ def test_one_hostile_table_never_stops_the_evaluation_of_the_others(tmp_path, mo
 
 
 def test_a_backfills_evaluation_never_replaces_a_later_one(tmp_path):
-    from lakecleaner.config import CatalogConfig, LakecleanerConfig
-    from lakecleaner.evaluate import Evaluation
+    from lakecleaner.core.config import CatalogConfig, LakecleanerConfig
+    from lakecleaner.core.evaluate import Evaluation
 
     cfg = LakecleanerConfig(catalog=CatalogConfig(warehouse=str(tmp_path)))
     scheduler.record_evaluation(cfg, [Evaluation("a.t", "eligible", "now")], now_ms=2_000)

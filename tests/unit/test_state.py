@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from lakecleaner import scheduler
-from lakecleaner.config import CatalogConfig, CleanerConfig, LakecleanerConfig
-from lakecleaner.state import StateError, StateStore, write_document
+from lakecleaner.core import scheduler
+from lakecleaner.core.config import CatalogConfig, CleanerConfig, LakecleanerConfig
+from lakecleaner.core.state import StateError, StateStore, write_document
 
 
 @pytest.fixture
@@ -105,7 +105,7 @@ def test_time_since_last_success_is_read_on_the_runs_clock(cfg):
     metrics read it: a table cleaned in this run is 0 ms old, never negative."""
     now_ms = 1_000_000
     scheduler.record_outcome(cfg, "a.t", True, "", now_ms)
-    from lakecleaner import metrics
+    from lakecleaner.airflow import metrics
 
     states = scheduler.table_states(cfg, ["a.t"])
     figures = metrics.run_metrics({}, {t: st.last_success_ms for t, st in states.items()}, now_ms)
@@ -125,7 +125,7 @@ def test_a_state_written_before_the_split_reads_as_it_was(cfg):
 
 
 def test_one_empty_results_file_hides_only_that_run(cfg):
-    from lakecleaner.quality import list_results
+    from lakecleaner.core.quality_results import list_results
 
     write_document(cfg, "quality/results/a.t/run1.json", {"table": "a.t", "now_ms": 1, "success": True})
     write_document(cfg, "quality/results/b.t/run1.json", {"table": "b.t", "now_ms": 2, "success": True})
@@ -138,7 +138,7 @@ def test_one_empty_results_file_hides_only_that_run(cfg):
 def test_a_table_name_near_the_limit_has_its_state_written_and_read(cfg, length):
     """Each document's name and its temporary name fit a file name (255 bytes); a long name keeps
     a readable prefix and a hash, so two long names that share a prefix keep separate state."""
-    from lakecleaner.state import NAME_MAX, document_name
+    from lakecleaner.core.state import NAME_MAX, document_name
 
     table, twin = "ns." + "t" * (length - 4) + "a", "ns." + "t" * (length - 4) + "b"
     store = StateStore(cfg)

@@ -1,4 +1,4 @@
-"""spark-submit of the jobs/ applications (lakecleaner.submit): the CLI's command line and the DAG's
+"""spark-submit of the jobs/ applications (lakecleaner.core.submit): the CLI's command line and the DAG's
 SparkSubmitOperator arguments are one rendering; a job's result line is read back as printed.
 No Airflow, no Spark (tests/airflow/test_submit_hook.py renders the DAG's arguments through Airflow)."""
 import datetime as dt
@@ -9,8 +9,8 @@ import zipfile
 import pytest
 from submit_argv import argv_options, zip_content
 
-from lakecleaner import submit
-from lakecleaner.config import CatalogConfig, LakecleanerConfig, SparkConfig
+from lakecleaner.core import submit
+from lakecleaner.core.config import CatalogConfig, LakecleanerConfig, SparkConfig
 
 
 CONFIGS = {
@@ -35,7 +35,7 @@ def test_the_cli_command_and_the_dag_operator_options_are_one_rendering(name, tm
     assert flags.get("--jars") == dag["jars"] and flags.get("--packages") == dag["packages"]
     assert (dag["jars"] is None) != (dag["packages"] is None)  # the Iceberg runtime, one way or the other
     assert zip_content(flags["--py-files"]) == zip_content(dag["py_files"])
-    assert rest == [str(submit.jobs_dir() / "clean.py"), "--config", "/etc/lakecleaner.yaml", "a.t", "--now-ms", "1"]
+    assert rest == [submit.job_path("clean.py"), "--config", "/etc/lakecleaner.yaml", "a.t", "--now-ms", "1"]
     assert flags["--master"] == cfg.spark.master  # the DAG's master is the Airflow connection's
     assert set(dag) == {"py_files", "jars", "packages", "conf", "env_vars"}
 
@@ -43,7 +43,7 @@ def test_the_cli_command_and_the_dag_operator_options_are_one_rendering(name, tm
 def test_catalog_secrets_stay_out_of_argv_and_xcom(tmp_path):
     """Catalog properties (tokens, JDBC passwords) never reach a spark-submit command line or the
     DAG's mapped arguments (stored as XCom): the job sets the catalog's conf from its config file."""
-    from lakecleaner.spark import REDACTION, spark_conf
+    from lakecleaner.core.sparkconf import REDACTION, spark_conf
 
     cfg = LakecleanerConfig(catalog=CatalogConfig(
         type="rest", warehouse="s3://bucket/wh", properties={"uri": "http://cat", "token": "s3cr3t-token"},
@@ -62,7 +62,11 @@ def test_the_package_zip_is_named_after_its_content_and_rebuilt_in_place(tmp_pat
     assert first == second and first.endswith(".zip")
     assert [p.name for p in (tmp_path / "pkg").iterdir()] == [first.rsplit("/", 1)[1]]  # no leftovers
     with zipfile.ZipFile(first) as zf:
-        assert "lakecleaner/scheduler.py" in zf.namelist() and "lakecleaner/submit.py" in zf.namelist()
+        names = zf.namelist()
+    # what executors run (the core and the Spark layer), never the Airflow face
+    assert {"lakecleaner/__init__.py", "lakecleaner/core/scheduler.py", "lakecleaner/spark/engine.py",
+            "lakecleaner/spark/jobs/clean.py"} <= set(names)
+    assert not [n for n in names if n.startswith("lakecleaner/airflow/") or n == "lakecleaner/cli.py"]
 
 
 def test_a_result_line_round_trips_among_other_output():
@@ -78,8 +82,8 @@ def test_a_result_line_round_trips_among_other_output():
 
 
 def test_a_job_that_cannot_read_its_config_still_reports_each_table(tmp_path, capsys):
-    """The job's own printing (lakecleaner.batch) is what the CLI reads: a line per table, naming it."""
-    from lakecleaner.batch import job_main
+    """The job's own printing (lakecleaner.spark.batch) is what the CLI reads: a line per table, naming it."""
+    from lakecleaner.spark.batch import job_main
 
     assert job_main(("compact",), ["a.t", "a.u", "--config", str(tmp_path / "missing.yaml")]) == 2
     results = submit.parse_results(capsys.readouterr().out)

@@ -1,0 +1,340 @@
+"""The lakecleaner DAG factory. A deployment's DAG file is three lines::
+
+    from lakecleaner.airflow import lakecleaner_dag
+
+    dag = lakecleaner_dag(dag_id="lakecleaner_lake", config="/opt/airflow/lakecleaner/lake.yaml")
+
+Each call builds one DAG on one config (its catalog, its state root), so a deployment runs as many
+as it has lakes. Every interval the DAG evaluates every compacted Iceberg table from metadata, then
+cleans the eligible ones, filthiest first, packed into at most ``cleaner.threads`` Spark
+applications that each take the whole chain (compact -> maintain -> validate) for their tables::
+
+    forget_requests ──> forget (mapped) ──> evaluate ──> clean (mapped: one spark-submit per application) ──> summary
+                                                                                                        └─> announce
+
+Parsing does no I/O: the config, the warehouse and the Iceberg jar are read by the tasks when the run
+starts. What the factory does not get as an argument comes from the ``[lakecleaner]`` section of
+airflow.cfg (lakecleaner.airflow.provider.OPTIONS), read when the DAG file is parsed (``schedule``,
+``pool``, ``spark_conn_id``) or when a task runs (``config``, ``package_dir``).
+
+- The run's "now" is its data interval end (a backfill re-applies the policy as of each interval; a
+  manual run without an interval uses its logical date, else run_after).
+- Packing: tables are dealt in plan order (must-clean ratio, then dirty ratio) to the application
+  with the least expected work; an application starts no new table once ``cleaner.application_budget_s``
+  (or the interval) is spent. At most ``cleaner.threads`` applications per run and one run at a
+  time: that is the cleaner's concurrency, with or without a pool.
+- A failing table ends only its own chain: the application records it and goes on; its task then
+  fails, and ``summary`` (all_done) fails the run, naming every failed table.
+- Observability: Kafka's cleaner metrics through Airflow's Stats (lakecleaner.airflow.metrics),
+  alerts through the YAML's notifiers (lakecleaner.airflow.notify), an asset event per compacted
+  table through the alias ``lakecleaner-compacted`` (lakecleaner.airflow.assets).
+- An application that dies (killed, out of memory) fails its task; its failure callback counts the
+  tables it was cleaning, as the application would have.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import AssetAlias, Param, TriggerRule, dag, task
+from airflow.sdk.exceptions import AirflowFailException
+
+from lakecleaner.airflow import assets, metrics, notify
+from lakecleaner.airflow.provider import OPTION_DEFAULTS, SECTION
+from lakecleaner.core import scheduler
+from lakecleaner.core.config import ConfigError, LakecleanerConfig, load_config
+from lakecleaner.core.housekeeping import prune_documents
+from lakecleaner.core.state import read_document
+from lakecleaner.core.submit import job_path, operator_options
+
+log = logging.getLogger("lakecleaner")
+
+TAG = "lakecleaner"  # every lakecleaner DAG carries it: the Lake Cleaner page lists the DAGs by it
+_UNSET: Any = object()
+
+
+def setting(name: str) -> str:
+    """An option of the [lakecleaner] section (environment: AIRFLOW__LAKECLEANER__<NAME>), else its default."""
+    from airflow.configuration import conf
+
+    return conf.get(SECTION, name, fallback=OPTION_DEFAULTS[name])
+
+
+def config_path(config: str | os.PathLike | None) -> str:
+    """The YAML a DAG runs on: the factory's ``config``, else [lakecleaner] config. Resolved when a task
+    runs (and by the Lake Cleaner page), never at parse time."""
+    path = os.fspath(config) if config else setting("config")
+    if not path:
+        raise ConfigError(None, "config", None, "no lakecleaner config: pass config= to lakecleaner_dag() or set "
+                                                "[lakecleaner] config (AIRFLOW__LAKECLEANER__CONFIG)")
+    return path
+
+
+def _load(config: str | None) -> LakecleanerConfig:
+    return load_config(config_path(config))
+
+
+def _package_dir() -> Path:
+    """Where this worker builds the --py-files zip: [lakecleaner] package_dir, else $AIRFLOW_HOME/lakecleaner."""
+    base = setting("package_dir")
+    if base:
+        return Path(base)
+    return Path(os.environ.get("AIRFLOW_HOME") or tempfile.gettempdir()) / "lakecleaner"
+
+
+def _now_ms(context) -> int:
+    when = context.get("data_interval_end") or context.get("logical_date") or context["dag_run"].run_after
+    return int(when.timestamp() * 1000)
+
+
+def _interval_ms(schedule: str | None, context) -> int:
+    return scheduler.schedule_interval_ms(schedule, context.get("data_interval_start"), context.get("data_interval_end"))
+
+
+# ---------------------------------------------------------------- callbacks (run on the worker)
+def on_clean_failure(config: str | None, context) -> None:
+    """An application's task failed. If the application died while cleaning tables (its report
+    names tables in progress), count their failures and alert, as the application would have; a
+    table that merely failed was already recorded by the application. The report is named by the
+    task's own run id and map index, not read from XCom."""
+    ti = context["ti"]
+    if ti.map_index < 0:
+        log.error("lakecleaner: cannot tell which application task %s ran (not a mapped instance)", ti.task_id)
+        return
+    cfg = _load(config)
+    report = read_document(cfg, scheduler.report_name(ti.run_id, ti.map_index))
+    if report is None or report.get("finished"):
+        return
+    for table in report.get("in_progress") or []:
+        error = f"table {table}: the Spark application died while cleaning it: {context.get('exception')}"
+        outcome = scheduler.record_outcome(cfg, table, False, error, _now_ms(context))
+        scheduler.alert(table, {**outcome, "error": error})
+
+
+PARAMS = {
+    "tables": Param([], type="array", items={"type": "string"}, title="Tables",
+                    description="namespace.table to consider (empty: every compacted table)"),
+    "force": Param(False, type="boolean", title="Force",
+                   description="clean the tables (requested or all) even if not eligible"),
+    "dry_run": Param(False, type="boolean", title="Dry run",
+                     description="compute every figure, commit nothing, skip maintenance"),
+    "clear_uncleanable": Param([], type="array", items={"type": "string"}, title="Clear uncleanable",
+                               description="tables an operator has fixed: clear their uncleanable mark first"),
+    "forget": Param([], type="array", items={"type": "string"}, title="Forget (erasure request ids)",
+                    description="ids of pending requests in the forget_requests table to carry out (empty: "
+                                "every pending one). Never keys: write them to the request table "
+                                "(lakecleaner forget, or SQL)"),
+}
+
+
+# ---------------------------------------------------------------- the factory
+def lakecleaner_dag(dag_id: str = "lakecleaner", config: str | os.PathLike | None = None, *,
+                    schedule: str | None = _UNSET, pool: str | None = None, spark_conn_id: str | None = None,
+                    tags: tuple[str, ...] = (), **dag_kwargs):
+    """One lakecleaner DAG on ``config`` (the YAML; default [lakecleaner] config).
+
+    ``schedule``: a cron expression or preset, or None for triggered runs only (default [lakecleaner]
+    schedule, every 15 minutes; "none" there). ``pool``: an existing Airflow pool for the Spark
+    applications, shared across DAGs (default [lakecleaner] pool, else Airflow's default pool).
+    ``spark_conn_id``: the Spark connection (default [lakecleaner] spark_conn_id: spark_default).
+    Other keyword arguments go to Airflow's ``dag`` (start_date, default_args, access_control...).
+    """
+    if schedule is _UNSET:
+        schedule = setting("schedule")
+    if isinstance(schedule, str) and schedule.strip().lower() in ("", "none"):
+        schedule = None
+    config = os.fspath(config) if config else None
+    pool = pool or setting("pool") or None
+    conn_id = spark_conn_id or setting("spark_conn_id")
+    submit = {"conn_id": conn_id, "map_index_template": "{{ task.name }}", **({"pool": pool} if pool else {})}
+
+    @dag(dag_id=dag_id, schedule=schedule, catchup=False, max_active_runs=1, doc_md=__doc__,
+         tags=[TAG, "iceberg", "spark", *tags], default_args=dag_kwargs.pop("default_args", {"retries": 0}),
+         params=dict(PARAMS), **dag_kwargs)
+    def lakecleaner():
+        forget = SparkSubmitOperator.partial(task_id="forget", application=job_path("forget.py"), **submit)
+        clean = SparkSubmitOperator.partial(task_id="clean", application=job_path("clean.py"),
+                                            on_failure_callback=functools.partial(on_clean_failure, config), **submit)
+        summary_task = task(trigger_rule=TriggerRule.ALL_DONE)(summary)
+        announce_task = task(trigger_rule=TriggerRule.ALL_DONE, outlets=[AssetAlias(assets.ALIAS)])(announce)
+        evaluated = task(trigger_rule=TriggerRule.ALL_DONE)(evaluate)(config=config, schedule=schedule)
+        forget.expand_kwargs(task(forget_requests)(config=config, schedule=schedule)) >> evaluated
+        # Beside summary, not after it: summary must stay a leaf (it fails the run), and a failed
+        # task's asset events are dropped.
+        clean.expand_kwargs(evaluated) >> [summary_task(config=config), announce_task(config=config)]
+
+    return lakecleaner()
+
+
+# ---------------------------------------------------------------- the tasks
+def forget_requests(config: str | None, schedule: str | None, params=None, **context) -> list[dict]:
+    """The pending erasure requests (those named by the `forget` param, else all) as one Spark
+    application; none pending: the mapped `forget` is skipped. Read without Spark and without their
+    keys: XCom, the rendered arguments and the logs carry request ids only. It runs before
+    `evaluate`, so within a run erasures and compactions never overlap; `dry_run` counts what would go."""
+    from lakecleaner.core.erasure_requests import list_pending
+
+    cfg = _load(config)
+    pending = list_pending(cfg, params["forget"])
+    if not pending:
+        return []
+    log.info("lakecleaner: %d pending erasure request(s): %s", len(pending),
+             ", ".join(f"{p.request_id} ({p.table}, {p.keys} key(s))" for p in pending))
+    run = context["dag_run"]
+    # now: the wall clock, as an erasure deadline is about real time. Values people chose (request
+    # ids, user names) as --opt=value: one starting with '-' is a value, not an option.
+    args = ["--config", str(Path(cfg.source).resolve()), "--interval-ms", str(_interval_ms(schedule, context)),
+            f"--dag-run-id={run.run_id}", *(f"--request-id={p.request_id}" for p in pending)]
+    args += [f"--triggered-by={run.triggering_user_name}"] if getattr(run, "triggering_user_name", None) else []
+    args += ["--dry-run"] if params["dry_run"] else []
+    return [{"name": "forget", **operator_options(cfg, _package_dir()), "application_args": args}]
+
+
+def evaluate(config: str | None, schedule: str | None, params=None, **context) -> list[dict]:
+    """Every compacted table evaluated from metadata, the eligible ones planned and packed: one
+    mapped `clean` per application."""
+    from lakecleaner.core.evaluate import format_table
+    from lakecleaner.core.state import StateStore
+
+    cfg = _load(config)
+    notify.load_notifiers(cfg.notifiers)  # a bad notifiers: entry fails the run here, naming it
+    for table in params["clear_uncleanable"]:
+        try:
+            StateStore(cfg).clear(table)
+        except ValueError as exc:  # a bad name in the param: said, and the run goes on
+            log.error("lakecleaner: clear_uncleanable: %s", exc)
+            continue
+        log.info("lakecleaner: %s is no longer marked uncleanable", table)
+    now_ms = _now_ms(context)
+    evaluations = scheduler.evaluate_all(cfg, None, now_ms)
+    log.info("lakecleaner: evaluation at now_ms=%d\n%s", now_ms, format_table(evaluations))
+    unknown = set(params["tables"]) - {e.table for e in evaluations}
+    if unknown:
+        log.warning("lakecleaner: requested tables not found among compacted tables: %s", ", ".join(sorted(unknown)))
+    jobs = scheduler.plan(evaluations, params["tables"], params["force"])
+    apps = scheduler.pack(jobs, cfg.cleaner.threads)
+    log.info("lakecleaner: %d table(s) to clean in %d application(s), in this order: %s", len(jobs), len(apps),
+             ", ".join(j.table for j in jobs))
+    ti = context["ti"]
+    ti.xcom_push(key="evaluations", value=[e.as_dict() for e in evaluations])
+    figures = metrics.evaluation_metrics(e.as_dict() for e in evaluations)  # Kafka's cleaner gauges
+    try:
+        metrics.emit(figures)
+    except Exception as exc:  # noqa: BLE001 - metrics are a courtesy; cleaning goes on
+        log.warning("lakecleaner: cannot send the evaluation metrics: %s", exc)
+    ti.xcom_push(key="metrics", value=metrics.overall(figures))
+    try:  # what the Lake Cleaner page presents (it never re-evaluates on a request)
+        scheduler.record_evaluation(cfg, evaluations, now_ms)
+    except Exception as exc:  # noqa: BLE001 - the page then says how old its evaluation is; cleaning goes on
+        log.warning("lakecleaner: cannot record the evaluation for the UI: %s", exc)
+    # ids and figures only: the late tasks derive every path they open (report_name, the config)
+    ti.xcom_push(key="applications", value=scheduler.planned_applications(apps, now_ms))
+    if not apps:
+        return []
+    return _application_kwargs(cfg, apps, now_ms, schedule, params, context)
+
+
+def _application_kwargs(cfg: LakecleanerConfig, apps, now_ms: int, schedule: str | None, params, context) -> list[dict]:
+    """The mapped `clean` task's arguments: one spark-submit of clean.py per application."""
+    shared = operator_options(cfg, _package_dir())
+    config = str(Path(cfg.source).resolve())
+    run_id = context["dag_run"].run_id
+    run_name = (context.get("logical_date") or context["dag_run"].run_after).isoformat()
+    interval_ms = _interval_ms(schedule, context)
+    budget_s = scheduler.application_budget_s(cfg, interval_ms)
+    for a in apps:
+        log.info("lakecleaner: application %d (%.1f MB expected): %s", a.index, a.work_bytes / 2**20, ", ".join(a.tables))
+    return [{"name": a.label, **shared, "application_args": scheduler.clean_args(
+                a, config, now_ms, run_name=run_name, interval_ms=interval_ms, budget_s=budget_s,
+                report=scheduler.report_name(run_id, a.index), dry_run=params["dry_run"])} for a in apps]
+
+
+def _reports(cfg: LakecleanerConfig, run_id: str, apps: list[dict]) -> dict:
+    """Each application's report document, by index; an unreadable one is left out, said so."""
+    reports = {}
+    for app in apps:
+        try:
+            reports[app["index"]] = read_document(cfg, scheduler.report_name(run_id, app["index"]))
+        except Exception as exc:  # noqa: BLE001 - the application's tables then show as not run
+            log.warning("lakecleaner: cannot read an application's report: %s", exc)
+    return reports
+
+
+def summary(config: str | None, **context) -> None:
+    """The run's report, metrics and alerts; fails the run when a table, an application, an alert
+    or an erasure request failed."""
+    ti = context["ti"]
+    if ti.xcom_pull(task_ids="evaluate") is None:
+        raise AirflowFailException("lakecleaner: evaluate did not finish; nothing was cleaned")
+    evaluations = ti.xcom_pull(task_ids="evaluate", key="evaluations") or []
+    apps = ti.xcom_pull(task_ids="evaluate", key="applications") or []
+    states = ti.get_task_states(dag_id=ti.dag_id, run_ids=[ti.run_id], task_ids=["clean"]).get(ti.run_id, {})
+    cfg = _load(config)  # as evaluate's: XCom names no path
+    now_ms = _now_ms(context)
+    history = []
+    if apps:
+        try:
+            history = scheduler.run_history(cfg, now_ms, [t for a in apps for t in a["tables"]])
+        except Exception as exc:  # noqa: BLE001 - figures are a courtesy; the reports decide
+            log.warning("lakecleaner: cannot read run history: %s", exc)
+    report = scheduler.summarize(evaluations, apps, _reports(cfg, ti.run_id, apps), states, history)
+    log.info(report["text"])
+    for row in report["not_run"]:
+        log.warning("lakecleaner: %s not run (%s): %s", row["table"], row["status"], row["reason"])
+    ti.xcom_push(key="report", value={k: v for k, v in report.items() if k != "text"})
+    notify_errors = _after_the_run(cfg, evaluations, report, now_ms, context) if apps or evaluations else []
+    forget_failed = [k for k, s in ti.get_task_states(dag_id=ti.dag_id, run_ids=[ti.run_id], task_ids=[
+        "forget_requests", "forget"]).get(ti.run_id, {}).items() if s in ("failed", "upstream_failed")]
+    if forget_failed:  # its log names each table and why; the tables were cleaned all the same
+        raise AirflowFailException(f"lakecleaner: erasure request(s) failed ({', '.join(forget_failed)}); "
+                                   "see the forget task's log")
+    if report["failed"] or report["failed_applications"] or notify_errors:
+        raise AirflowFailException(
+            f"lakecleaner: {len(report['failed'])} table(s) failed: {', '.join(report['failed']) or 'none'}"
+            + (f"; application(s) {report['failed_applications']} did not end well"
+               if report["failed_applications"] else "")
+            + (f"; {len(notify_errors)} alert(s) not sent: {notify_errors[0]}" if notify_errors else ""))
+
+
+def _after_the_run(cfg: LakecleanerConfig, evaluations: list[dict], report: dict, now_ms: int, context) -> list[str]:
+    """Metrics, alerts and housekeeping after a run; the alerts that could not be sent."""
+    ti = context["ti"]
+    table_states = scheduler.table_states(cfg, [e["table"] for e in evaluations])
+    figures = metrics.run_metrics(report, {t: s.last_success_ms for t, s in table_states.items()}, now_ms)
+    ti.xcom_push(key="metrics", value=metrics.overall(figures))
+    try:
+        log.info("lakecleaner: sent %d cleaner metrics: %s", metrics.emit(figures), metrics.overall(figures))
+    except Exception as exc:  # noqa: BLE001 - metrics are a courtesy; the outcomes decide the run
+        log.warning("lakecleaner: cannot send cleaner metrics: %s", exc)
+    alerts = notify.run_alerts(evaluations, report, {t: s.marked_at_ms for t, s in table_states.items()}, now_ms)
+    for alert in alerts:
+        log.warning("lakecleaner: alert %s", alert.message)
+    notify_errors = []
+    try:
+        notifiers = notify.load_notifiers(cfg.notifiers)
+    except ConfigError as exc:  # the config changed since evaluate checked it
+        notifiers, notify_errors = (), [str(exc)]
+    notify_errors += notify.send(notifiers, alerts, context)
+    try:  # the cleaner's own files, bounded like any table's
+        log.info("lakecleaner: removed old documents: %s", prune_documents(cfg, now_ms, [e["table"] for e in evaluations]))
+    except Exception as exc:  # noqa: BLE001 - housekeeping never decides the run
+        log.warning("lakecleaner: cannot prune old documents: %s", exc)
+    return notify_errors
+
+
+def announce(config: str | None, **context) -> list[str]:
+    """An asset event per table compacted this run, through one alias."""
+    ti = context["ti"]
+    apps = ti.xcom_pull(task_ids="evaluate", key="applications") or []
+    if not apps:
+        return []
+    cfg = _load(config)  # as summary: reports named from the run id
+    outcomes = [o for r in _reports(cfg, ti.run_id, apps).values() for o in (r or {}).get("outcomes", [])]
+    events = assets.compaction_events(cfg.catalog.name, outcomes, _now_ms(context))
+    assets.add_events(context["outlet_events"], events)
+    return [e.uri for e in events]

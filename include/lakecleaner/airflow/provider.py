@@ -1,0 +1,76 @@
+"""lakecleaner as an Airflow provider: what ``airflow providers list`` shows, the ``[lakecleaner]``
+section of airflow.cfg (typed, documented, with defaults; each option also settable as
+``AIRFLOW__LAKECLEANER__<OPTION>``), the ``iceberg://`` asset URI scheme and the
+``airflow lakecleaner`` command. Found by the ``apache_airflow_provider`` entry point; imports
+nothing of Airflow, so listing providers stays cheap.
+
+The Lake Cleaner page is registered once, by the ``airflow.plugins`` entry point, not here: Airflow
+records a second registration of one plugin as an import error.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+
+SECTION = "lakecleaner"
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of the [lakecleaner] section: its one default, for the provider info and the code
+    that reads it (lakecleaner.airflow.settings)."""
+    name: str
+    type: str  # the provider schema's: string | boolean | integer | float
+    default: str
+    example: str
+    description: str
+
+
+OPTIONS = (
+    Option("config", "string", "", "/opt/airflow/lakecleaner/lake.yaml",
+           "The lakecleaner YAML of a DAG built by lakecleaner_dag() without config=: its catalog, Spark "
+           "settings, cleaner and quality settings. The worker, the Spark driver and the API server read it."),
+    Option("schedule", "string", "*/15 * * * *", "0 * * * *",
+           "The schedule of a DAG built without schedule=: a cron expression, or none for triggered runs only."),
+    Option("spark_conn_id", "string", "spark_default", "spark_cluster",
+           "The Airflow connection of type spark naming the Spark master (and deploy mode) the cleaning "
+           "applications are submitted to, for a DAG built without spark_conn_id=."),
+    Option("pool", "string", "", "lakecleaner",
+           "An Airflow pool the Spark applications of a DAG built without pool= run in (empty: the default "
+           "pool; a run never submits more than cleaner.threads applications at once either way). Create it "
+           "with airflow lakecleaner create-pool."),
+    Option("package_dir", "string", "", "/opt/airflow/lakecleaner-packages",
+           "Where a worker builds the --py-files zip of the package that spark-submit ships to the driver and "
+           "executors (empty: $AIRFLOW_HOME/lakecleaner). Local to the worker that submits."),
+)
+OPTION_DEFAULTS = {o.name: o.default for o in OPTIONS}
+
+
+def package_version() -> str:
+    try:
+        return version("lakecleaner")
+    except PackageNotFoundError:  # a checkout on sys.path without an install
+        from lakecleaner import __version__
+
+        return __version__
+
+
+def get_provider_info() -> dict:
+    """The provider's metadata, in Airflow's provider_info schema."""
+    return {
+        "package-name": "lakecleaner",
+        "name": "lakecleaner",
+        "description": "Kafka log compaction (KIP-280, KIP-87, KIP-354) for Apache Iceberg tables: a DAG factory, "
+                       "the Lake Cleaner page, Spark applications.",
+        "versions": [package_version()],
+        "integrations": [{"integration-name": "Apache Iceberg", "external-doc-url": "https://iceberg.apache.org/",
+                          "python-modules": ["lakecleaner.airflow.dag"], "tags": ["software"]}],
+        "config": {SECTION: {
+            "description": "lakecleaner: the defaults of DAGs built by lakecleaner_dag(); each keyword argument "
+                           "of the factory overrides its option.",
+            "options": {o.name: {"description": o.description, "version_added": "0.1.0", "type": o.type,
+                                 "example": o.example, "default": o.default} for o in OPTIONS},
+        }},
+        "asset-uris": [{"schemes": ["iceberg"], "handler": "lakecleaner.airflow.assets.normalize_table_uri"}],
+        "cli": ["lakecleaner.airflow.commands.get_cli_commands"],
+    }

@@ -1,0 +1,389 @@
+"""What the scheduler does each interval, as plain functions: evaluate every compacted table from
+metadata, pick and order the ones to clean, record each job's outcome (failure counts and the
+uncleanable mark), and summarise. The Airflow DAG only wires these together; the CLI calls them too.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass
+from typing import Iterable
+
+from lakecleaner.core.config import DEFAULT_INTERVAL_MS, LakecleanerConfig, is_compacted
+from lakecleaner.core.evaluate import Evaluation, cleaning_order, evaluate_table
+from lakecleaner.core.metadata import ManifestStatsCache, MetadataReader
+from lakecleaner.core.state import NAME_MAX, StateStore, TableState, shortened, write_document
+
+log = logging.getLogger("lakecleaner")
+
+
+def evaluate_all(cfg: LakecleanerConfig, tables: Iterable[str] | None = None, now_ms: int | None = None,
+                 namespaces: Iterable[str] = ()) -> list[Evaluation]:
+    """One row per compacted table (of ``namespaces``, default cleaner.namespaces or all). A table
+    whose metadata, checkpoint or state cannot be read or whose config is invalid gets a row saying
+    so; the others are still evaluated."""
+    now_ms = int(now_ms if now_ms is not None else time.time() * 1000)
+    reader, store = MetadataReader(cfg, ManifestStatsCache(cfg)), StateStore(cfg)
+    requested = list(tables or [])
+    names = requested or reader.list_tables(tuple(namespaces))
+    quarantine = cfg.cleaner.quarantine_suffix
+    out = []
+    for name in names:
+        if not requested and (name.endswith(quarantine) or name.split(".")[0] == cfg.cleaner.meta_namespace):
+            continue
+        try:
+            meta = reader.read(name)
+        except Exception as exc:  # noqa: BLE001 - one unreadable table must not stop the others
+            out.append(Evaluation(name, "unreadable", f"table {name}: cannot read metadata: {type(exc).__name__}: {exc}"))
+            continue
+        if not is_compacted(meta.properties):
+            if requested:
+                out.append(Evaluation(name, "invalid config", f"table {name}: cleanup.policy is not compact"))
+            continue
+        try:
+            uncleanable = store.uncleanable_reason(name)
+        except Exception as exc:  # noqa: BLE001 - its uncleanable mark is unknown: not cleaned, said so
+            out.append(Evaluation(name, "unreadable", str(exc) if str(exc).startswith(f"table {name}")
+                                  else f"table {name}: cannot read cleaner state: {type(exc).__name__}: {exc}"))
+            continue
+        out.append(_evaluated(meta, now_ms, cfg, uncleanable))
+    for ev in out:
+        if ev.max_compaction_lag_ms is not None and ev.max_compaction_delay_ms > 0:
+            log.warning("lakecleaner: table %s is %d ms past max.compaction.lag.ms", ev.table, ev.max_compaction_delay_ms)
+    return out
+
+
+def _evaluated(meta, now_ms: int, cfg: LakecleanerConfig, uncleanable: str | None) -> Evaluation:
+    """``evaluate_table``, whatever its table holds: a failure is that table's unreadable row (an
+    invalid checkpoint already is its own), never the end of the evaluation of every table."""
+    try:
+        return evaluate_table(meta, now_ms, cfg.defaults, uncleanable)
+    except Exception as exc:  # noqa: BLE001 - one table's failure must not stop the others
+        from lakecleaner.core.table import first_line
+
+        return Evaluation(meta.table, "unreadable",
+                          f"table {meta.table}: cannot evaluate: {type(exc).__name__}: {first_line(exc)[:300]}")
+
+
+EVALUATION_DOCUMENT = "evaluations/last.json"  # under the cleaner's state root, rewritten by each evaluate task
+
+
+@dataclass(frozen=True)
+class RecordedEvaluation:
+    """The scheduler's last evaluation of every compacted table, as its evaluate task recorded it:
+    what the UI presents, so a page never re-reads every table's metadata."""
+    now_ms: int  # the run's now, the clock the figures were computed on
+    recorded_at_ms: int  # wall clock when the evaluate task wrote it
+    tables: tuple[dict, ...]  # Evaluation.as_dict() rows, by table name
+
+    def row(self, table: str) -> dict | None:
+        return next((r for r in self.tables if r["table"] == table), None)
+
+
+def record_evaluation(cfg: LakecleanerConfig, evaluations: Iterable[Evaluation], now_ms: int) -> str | None:
+    """Keep this evaluation as the last one (one document, replaced whole); returns its location.
+    A backfill's evaluation, as of an earlier now than the one kept, leaves it: the UI shows the
+    tables as of the latest time any run has seen them. (None: not kept.)"""
+    try:
+        kept = last_evaluation(cfg)
+    except ValueError:  # unreadable: replaced
+        kept = None
+    if kept is not None and kept.now_ms > now_ms:
+        return None
+    rows = sorted((e.as_dict() for e in evaluations), key=lambda r: r["table"])
+    return write_document(cfg, EVALUATION_DOCUMENT, {"now_ms": int(now_ms), "recorded_at_ms": int(time.time() * 1000),
+                                                     "tables": rows})
+
+
+def last_evaluation(cfg: LakecleanerConfig) -> RecordedEvaluation | None:
+    """The last recorded evaluation; None before the first evaluate task. A document this cleaner
+    did not write is a ValueError naming it."""
+    from lakecleaner.core.state import read_document
+
+    doc = read_document(cfg, EVALUATION_DOCUMENT)
+    if doc is None:
+        return None
+    try:
+        tables = tuple(dict(r) for r in doc["tables"])
+        if not all(isinstance(r.get("table"), str) and isinstance(r.get("status"), str) for r in tables):
+            raise TypeError("a row without table or status")
+        return RecordedEvaluation(int(doc["now_ms"]), int(doc["recorded_at_ms"]), tables)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"recorded evaluation {cfg.state_root}/{EVALUATION_DOCUMENT} is not one this cleaner "
+                         f"wrote ({type(exc).__name__}: {exc}); the next evaluate task rewrites it") from None
+
+
+# What one table's chain costs beyond the bytes it scans (catalog calls, commits, maintenance, the
+# suites): about 1.5 s, which the engine scans about this many bytes in. Only used to balance
+# applications, so a fleet of tiny tables is spread as evenly as one of large tables.
+TABLE_OVERHEAD_BYTES = 64 * 2**20
+
+
+@dataclass(frozen=True)
+class Job:
+    table: str
+    priority: int  # 1 = filthiest
+    reason: str
+    work_bytes: int = TABLE_OVERHEAD_BYTES  # expected work: see expected_work
+
+
+def expected_work(e: Evaluation) -> int:
+    """A table's expected cleaning work in bytes: the run reads its dirty part and its MERGE scans
+    the table once (clean + cleanable bytes), plus the fixed per-table cost."""
+    return TABLE_OVERHEAD_BYTES + e.clean_bytes + e.cleanable_bytes
+
+
+@dataclass(frozen=True)
+class Application:
+    """One Spark application of a scheduler run: its tables in plan order (Kafka's cleaner thread)."""
+
+    index: int
+    jobs: tuple[Job, ...]
+
+    @property
+    def tables(self) -> list[str]:
+        return [j.table for j in self.jobs]
+
+    @property
+    def work_bytes(self) -> int:
+        return sum(j.work_bytes for j in self.jobs)
+
+    @property
+    def label(self) -> str:
+        """How Airflow names the application's task instance: its tables, shortened past LABEL_MAX."""
+        return table_label(self.tables)
+
+
+LABEL_MAX = 200  # Airflow keeps 250 characters of a rendered map index
+
+
+def table_label(tables: list[str]) -> str:
+    shown: list[str] = []
+    for i, table in enumerate(tables):
+        rest = len(tables) - i - 1
+        candidate = ", ".join([*shown, table]) + (f" +{rest} more" if rest else "")
+        if shown and len(candidate) > LABEL_MAX:
+            return ", ".join(shown) + f" +{len(tables) - len(shown)} more"
+        shown.append(table)
+    return ", ".join(shown)
+
+
+def tables_of_label(label: str) -> tuple[list[str], int]:
+    """The tables a label names, and how many more it left out (the reverse of ``table_label``)."""
+    named, _, more = label.partition(" +")
+    count = int(more.removesuffix(" more")) if more.endswith(" more") and more[:-5].isdigit() else 0
+    return [t.strip() for t in named.split(",") if t.strip()], count
+
+
+def pack(jobs: list[Job], threads: int) -> list[Application]:
+    """The plan's jobs packed into at most ``threads`` applications (the pool runs them at once).
+    Jobs are dealt in plan order, each to the application with the least expected work so far: the
+    filthiest tables start first, one per application, each application runs its tables in plan
+    order, and expected work is balanced (greedy list scheduling, within the largest job of optimal)."""
+    count = min(max(1, threads), len(jobs))
+    members: list[list[Job]] = [[] for _ in range(count)]
+    loads = [0] * count
+    for job in jobs:
+        i = min(range(count), key=lambda k: (loads[k], k))
+        members[i].append(job)
+        loads[i] += job.work_bytes
+    return [Application(i, tuple(m)) for i, m in enumerate(members)]
+
+
+def plan(evaluations: list[Evaluation], only: Iterable[str] = (), force: bool = False) -> list[Job]:
+    """The tables to clean this interval, filthiest first. ``force`` cleans the requested (or all
+    readable, validly configured, not uncleanable) tables whether or not they are eligible."""
+    only = set(only or [])
+    pool = [e for e in evaluations if not only or e.table in only]
+    chosen = cleaning_order(pool)
+    if force:
+        extra = [e for e in pool if e.status == "not eligible"]
+        chosen += sorted(extra, key=lambda e: (-e.must_clean_ratio, -e.dirty_ratio, e.table))
+    return [Job(e.table, i + 1, e.reason if e.eligible else "forced", expected_work(e)) for i, e in enumerate(chosen)]
+
+
+def plan_rows(evaluations: list[Evaluation]) -> list[dict]:
+    """``evaluate --json``: every row with its ``plan_rank`` (the order the DAG cleans in, 1 first;
+    None if not planned), planned rows first in that order, then the others as listed."""
+    ranks = {job.table: job.priority for job in plan(evaluations)}
+    rows = [{**e.as_dict(), "plan_rank": ranks.get(e.table)} for e in evaluations]
+    return sorted(rows, key=lambda r: (r["plan_rank"] is None, r["plan_rank"] or 0))
+
+
+def record_outcome(cfg: LakecleanerConfig, table: str, ok: bool, error: str, now_ms: int) -> dict:
+    """After each job: reset or count failures; the Nth failure in a row marks the table uncleanable.
+    ``now_ms`` is the run's now (its interval end), the clock every figure of the run is read on."""
+    store = StateStore(cfg)
+    state = store.record_success(table, now_ms) if ok else store.record_failure(
+        table, error or "the compaction job failed", now_ms)
+    if state.uncleanable and not ok:
+        log.error("lakecleaner: table %s marked uncleanable after %d failures in a row: %s",
+                  table, state.consecutive_failures, state.last_error)
+    return {"table": table, "ok": ok, "consecutive_failures": state.consecutive_failures,
+            "uncleanable": state.uncleanable}
+
+
+def alert(table: str, outcome: dict) -> None:
+    """The log line of a table's counted cleaning failure (in the cleaning application, or by the DAG
+    when an application died). ``outcome`` is ``record_outcome``'s result plus ``error``. The
+    notifications go out from the DAG's summary (lakecleaner.airflow.notify), which has Airflow and reads
+    the same recorded facts, so an application that died alerts as well."""
+    level = logging.ERROR if outcome.get("uncleanable") else logging.WARNING
+    log.log(level, "lakecleaner: cleaning of %s failed (%d in a row%s): %s", table,
+            outcome.get("consecutive_failures", 0), ", now marked uncleanable" if outcome.get("uncleanable") else "",
+            outcome.get("error", ""))
+
+
+# ---------------------------------------------------------------- what the Airflow DAG needs (no Airflow here)
+# (its SparkSubmitOperator arguments: lakecleaner.core.submit)
+def report_name(run_id: str, index: int) -> str:
+    """Where application ``index`` of a DAG run keeps its report (under the cleaner's state root).
+    The DAG's late tasks derive it from their run id and the application's index, never read a
+    path back from XCom: users with XCom edit rights can change XCom."""
+    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+        raise ValueError(f"application index {index!r} is not a non-negative integer")
+    return f"batches/{run_directory(run_id)}/app-{index}.json"
+
+
+def run_directory(run_id: str) -> str:
+    """A DAG run's id as one directory name under batches/: Airflow's ids (``scheduled__2026-11-26
+    T07:00:00+00:00``) with every character but letters, digits, '.', '_' and '-' as '_', a long one
+    shortened. A run id no Airflow run has (empty, only dots, with a path separator or a control
+    character) is refused: it would name a directory outside batches/, or no directory at all."""
+    if not isinstance(run_id, str) or not run_id.strip("."):
+        raise ValueError(f"run id {run_id!r}: not a name for a run's directory (empty or only dots)")
+    if re.search(r"[/\\\x00-\x1f\x7f]", run_id):
+        raise ValueError(f"run id {run_id!r}: holds a path separator or a control character")
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
+    return name if len(name) <= NAME_MAX else shortened(name)
+
+
+def planned_applications(apps: list[Application], now_ms: int) -> list[dict]:
+    """What ``evaluate`` tells the late tasks (XCom) about each application: ids and figures, no
+    path (they take the config from the environment and the reports from ``report_name``)."""
+    return [{"index": a.index, "tables": a.tables, "priorities": [j.priority for j in a.jobs],
+             "work_bytes": a.work_bytes, "now_ms": now_ms} for a in apps]
+
+
+def clean_args(app: Application, config_path: str, now_ms: int, *, run_name: str, interval_ms: int,
+               budget_s: float, report: str, dry_run: bool = False) -> list[str]:
+    """Arguments of jobs/clean.py for one application: results kept under the run's logical date
+    (run_name), a tombstone may outlive its horizon by one schedule interval, outcomes recorded."""
+    return ["--config", str(config_path), "--now-ms", str(int(now_ms)), "--run-name", run_name,
+            "--interval-ms", str(int(interval_ms)), "--budget-s", f"{budget_s:g}", "--report", report,
+            "--record-outcomes", *(["--dry-run"] if dry_run else []), *app.tables]
+
+
+def schedule_interval_ms(schedule: str | None, start, end) -> int:
+    """The time from this run to the next, which the guarantees count in (a tombstone may outlive its
+    horizon by one interval; an erasure's deadline adds one): the data interval's length where the
+    timetable gives one; from the cron expression where it does not (Airflow 3's cron timetable
+    gives each run a zero-length interval, start = end = the scheduled time); else the default."""
+    if start is not None and end is not None and end > start:
+        return int((end - start).total_seconds() * 1000)
+    if schedule and end is not None:
+        from croniter import croniter
+
+        try:
+            following = croniter(schedule, end).get_next(type(end))
+        except (ValueError, KeyError):  # not a cron expression (a preset croniter does not know)
+            return DEFAULT_INTERVAL_MS
+        return max(1, int((following - end).total_seconds() * 1000))
+    return DEFAULT_INTERVAL_MS
+
+
+def application_budget_s(cfg: LakecleanerConfig, interval_ms: int) -> float:
+    """An application starts no new table after cleaner.application_budget_s, nor after one
+    schedule interval: a run does not outlive its interval by more than one table's work."""
+    return float(min(cfg.cleaner.application_budget_s, interval_ms / 1000))
+
+
+def run_history(cfg: LakecleanerConfig, now_ms: int | None = None, tables: Iterable[str] | None = None) -> list[dict]:
+    """This interval's runs of these tables, oldest first (see lakecleaner.core.history)."""
+    from lakecleaner.core.history import read_history
+
+    return read_history(cfg, None, None, now_ms=now_ms, tables=tables, newest_first=False)
+
+
+NOTEWORTHY = ("invalid config", "invalid checkpoint", "unreadable", "uncleanable")
+FIGURES = ("records_read", "records_kept", "removed_superseded", "removed_expired_tombstones", "quarantined",
+           "bytes_read", "bytes_written", "duration_ms")
+
+
+def table_outcomes(app: dict, report: dict | None, task_state: str | None) -> list[dict]:
+    """Each table of one application as its report says: ok, failed or deferred; the table it was
+    cleaning when it died failed; tables it never reached were not run."""
+    report = report or {}
+    done = {o["table"]: o for o in report.get("outcomes", [])}
+    died = task_state not in (None, "success") and not report.get("finished")
+    out = []
+    for table in app["tables"]:
+        if table in done:
+            o = done[table]
+            out.append({"table": table, "status": o["status"], "failed_step": o.get("failed_step"),
+                        "error": o.get("error")})
+        elif died and table in (report.get("in_progress") or []):
+            out.append({"table": table, "status": "failed", "failed_step": "application",
+                        "error": f"table {table}: the Spark application died while cleaning it (task {task_state})"})
+        else:
+            reason = ("the Spark application ended before reaching it" if died or task_state
+                      else "the Spark application did not run")
+            out.append({"table": table, "status": "not run", "failed_step": None,
+                        "error": f"{reason} (task {task_state or 'not started'})"})
+    return out
+
+
+def summarize(evaluations: list[dict], applications: list[dict], reports: dict[int, dict | None],
+              states: dict[str, str | None], history: list[dict] = ()) -> dict:
+    """What one scheduler run did, per planned table (its application, outcome and run-history
+    figures), plus the tables not run for a reason an operator must see. ``states`` maps
+    "clean_<i>" to the task state of application i. ``failed`` lists every table whose chain failed;
+    ``failed_applications`` every application that did not end well (one that never started fails
+    the run although none of its tables failed)."""
+    latest = {r["table_name"]: r for r in history}  # oldest first, so the last row of a table wins
+    tables, failed_apps = [], []
+    for app in applications:
+        state = states.get(f"clean_{app['index']}")
+        if state != "success":
+            failed_apps.append(app["index"])
+        for priority, row in zip(app["priorities"], table_outcomes(app, reports.get(app["index"]), state)):
+            row.update(priority=priority, application=app["index"])
+            hist = latest.get(row["table"])
+            if hist:
+                row.update({"run": hist.get("status"), **{k: hist.get(k) for k in FIGURES}})
+            tables.append(row)
+    tables.sort(key=lambda r: r["priority"])
+    # A corrupt checkpoint is a failure of that table (nothing can clean it until an operator
+    # looks), not a config choice: it fails the run as a failed chain does.
+    failed = [r["table"] for r in tables if r["status"] == "failed"] + [
+        e["table"] for e in evaluations or [] if e["status"] == "invalid checkpoint"]
+    deferred = [r["table"] for r in tables if r["status"] in ("deferred", "not run")]
+    not_run = [{"table": e["table"], "status": e["status"], "reason": e["reason"]}
+               for e in evaluations or [] if e["status"] in NOTEWORTHY]
+    lines = [f"lakecleaner: {len(tables)} table(s) planned in {len(applications)} application(s), "
+             f"{len(failed)} failed, {len(deferred)} left for the next run"]
+    for row in tables:
+        figures = "" if "run" not in row else (
+            f" run={row['run']} read={row['records_read']} kept={row['records_kept']}"
+            f" superseded={row['removed_superseded']} tombstones={row['removed_expired_tombstones']}")
+        error = f" {row['failed_step'] or ''}: {row['error']}" if row["status"] != "ok" and row.get("error") else ""
+        lines.append(f"  #{row['priority']} {row['table']} (application {row['application']}): "
+                     f"{row['status']}{figures}{error}")
+    for row in not_run:
+        lines.append(f"  not run: {row['table']} ({row['status']}): {row['reason']}")
+    return {"tables": tables, "not_run": not_run, "failed": failed, "deferred": deferred,
+            "failed_applications": failed_apps, "text": "\n".join(lines)}
+
+
+def table_states(cfg: LakecleanerConfig, tables: Iterable[str]) -> dict[str, TableState]:
+    """Each table's cleaner state (last success, uncleanable mark) for the run's metrics and alerts;
+    an unreadable one is logged and read as empty, the others are still read."""
+    store, out = StateStore(cfg), {}
+    for table in tables:
+        try:
+            out[table] = store.get(table)
+        except ValueError as exc:  # that table's figures say nothing; the others are still reported
+            log.warning("lakecleaner: %s", exc)
+            out[table] = TableState(last_error=str(exc))
+    return out

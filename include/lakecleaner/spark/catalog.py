@@ -1,0 +1,115 @@
+"""The table in its catalog, seen from Spark: loading its settings, its current snapshot and
+lineage (what happened since the run's pinned snapshot). Every failure names the table
+(lakecleaner.core.table.CompactionError)."""
+from __future__ import annotations
+
+import os
+import signal
+
+from lakecleaner.core.table import (LAYOUT_PROPERTIES, CompactionError, ConcurrentCommitError, TableRef,
+                                    first_line)
+from lakecleaner.core.config import ConfigError, LakecleanerConfig, TableConfig, is_compacted, resolve_table
+
+def load_table_config(spark, cfg: LakecleanerConfig, ref: TableRef) -> tuple[TableConfig, dict[str, str]]:
+    try:
+        iceberg_table(spark, ref)  # refreshed: the checkpoint and the snapshot read next must agree
+        props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {ref.sql()}").collect()}
+    except Exception as exc:  # noqa: BLE001 - any failure to load is reported with the table's name
+        raise CompactionError(ref.short, f"cannot load table: {first_line(exc)}") from exc
+    if not is_compacted(props):
+        raise ConfigError(ref.short, "cleanup.policy", props.get("cleanup.policy"), "not a compacted table (needs compact)")
+    columns = {f.name: f.dataType.simpleString() for f in spark.table(ref.sql()).schema.fields}
+    return resolve_table(ref.short, props, columns, cfg.defaults), props
+
+
+def current_snapshot(spark, ref: TableRef, refresh: bool = True) -> int | None:
+    snap = iceberg_table(spark, ref, refresh).currentSnapshot()
+    return None if snap is None else snap.snapshotId()
+
+
+def snapshot_summary(spark, ref: TableRef) -> dict[str, str]:
+    """The refreshed table's current snapshot summary (Iceberg's running totals: total-records,
+    total-position-deletes, total-files-size, ...); {} for a table without snapshots. No Spark job."""
+    snap = iceberg_table(spark, ref).currentSnapshot()
+    return {} if snap is None else {str(k): str(v) for k, v in snap.summary().items()}
+
+
+def iceberg_table(spark, ref: TableRef, refresh: bool = True):
+    """The table's Iceberg (Java) object, refreshed from the catalog. Spark's Iceberg catalog caches
+    tables (cache-enabled, 30 s) and hands this same object to later reads, so without the refresh a
+    commit by another process could stay unseen by the checks before our commit. One catalog call
+    also costs less than querying the refs and snapshots metadata tables (0.2 s of a run)."""
+    table = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, ref.sql())
+    if refresh:
+        table.refresh()
+    return table
+
+
+def fail_point(name: str) -> None:
+    """Crash injection for tests: LAKECLEANER_FAIL_AT=<name> makes the run fail at that point;
+    LAKECLEANER_FAIL_AT=kill:<name> kills the whole process there (SIGKILL: nothing runs after)."""
+    wanted = os.environ.get("LAKECLEANER_FAIL_AT")
+    if wanted == name:
+        raise RuntimeError(f"injected failure at {name}")
+    if wanted == f"kill:{name}":
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def set_layout_defaults(spark, ref: TableRef, props: dict[str, str]) -> None:
+    """Set the write modes the MERGE relies on, where the table does not choose otherwise (unset,
+    Iceberg's MERGE copies on write). Callers refuse a table's own contrary choice first
+    (layout_problem)."""
+    from lakecleaner.core.strategies import sql_string
+
+    missing = {k: v for k, v in LAYOUT_PROPERTIES.items() if k not in props}
+    missing.pop("format-version", None)
+    if missing:
+        assignments = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in missing.items())
+        spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ({assignments})")
+
+
+def check_no_concurrent_cleaner(spark, ref: TableRef, snapshot: int) -> tuple[int | None, list[int]]:
+    """Since the pinned snapshot, only appends may have happened; anything else (another cleaner, a
+    user's DELETE) means our decisions may be stale: stop before committing anything. Returns the
+    current snapshot and the appends since the pinned one."""
+    current, since, reached = lineage_since(spark, ref, snapshot)
+    if not reached:
+        raise ConcurrentCommitError(ref.short, f"snapshot {snapshot}, which the run read, is no longer on the table's "
+                                         f"current lineage (rolled back or expired); nothing committed, the next "
+                                         f"run starts over")
+    for row in since:
+        if row["operation"] != "append":
+            raise ConcurrentCommitError(ref.short, f"table changed by a concurrent {row['operation']} (snapshot "
+                                             f"{row['snapshot_id']}) since snapshot {snapshot}; nothing committed, "
+                                             f"the next run starts over")
+    return current, [row["snapshot_id"] for row in since]
+
+
+def committed_snapshot(spark, ref: TableRef, since: int) -> dict | None:
+    """Our MERGE's snapshot: the first non-append on the current lineage after ``since`` (the
+    table as it was checked just before the MERGE), whatever may have been committed after it."""
+    _, after, _ = lineage_since(spark, ref, since)
+    ours = next((row for row in reversed(after) if row["operation"] != "append"), None)
+    return {"snapshot_id": ours["snapshot_id"], "summary": ours["summary"], "committed_ms": ours["committed_ms"]} \
+        if ours else None
+
+
+def lineage_since(spark, ref: TableRef, snapshot: int) -> tuple[int | None, list, bool]:
+    """The current snapshot, the snapshots on its lineage after ``snapshot`` (newest first), and
+    whether the walk reached ``snapshot``. Walked on one refreshed view of the table's metadata, so
+    the current snapshot and its ancestors are consistent."""
+    table = iceberg_table(spark, ref)
+    node = table.currentSnapshot()
+    current = None if node is None else node.snapshotId()
+    lineage = []
+    while node is not None and node.snapshotId() != snapshot:
+        operation = node.operation()
+        # a summary is only needed of what is not an append: our commit, or what stops the run
+        summary = {} if operation == "append" else {str(k): str(v) for k, v in node.summary().items()}
+        lineage.append({"snapshot_id": node.snapshotId(), "operation": operation, "summary": summary,
+                        "committed_ms": node.timestampMillis()})
+        parent = node.parentId()
+        node = None if parent is None else table.snapshot(parent)
+    return current, lineage, node is not None
+
+

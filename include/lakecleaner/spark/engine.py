@@ -1,0 +1,568 @@
+"""One compaction run of one Iceberg table, on Spark: the log cleaner's two phases as set operations.
+
+Phase 1: read only the dirty part of the table (records past the checkpoint, pruned by Iceberg
+file statistics) and find the run's range (old enough, within the budget, a prefix of each
+partition in offset order). Phase 2 has two forms:
+- the key map, for every strategy: Kafka's own cleaner. A map of the run's keys to the record each
+  keeps (KIP-280's keep rule, strategies.Strategy), and one MERGE deleting every other record of
+  those keys up to the key's highest offset in the run. Under the offset strategy a run's record
+  always beats the cleaned ones, so the MERGE's scan is the only read of the clean part; under a
+  versioned one the map is built over the run's records and, in the same aggregation, the cleaned
+  record of each key that may lose (a late lower version loses to its cleaned winner), read once
+  from the clean part. When the whole dirty part is the run (nothing too young, within budget),
+  phase 1 builds the map directly;
+  Bad records to move to quarantine (rule 7) join the same MERGE by their exact identity;
+- the ranked path, only where a run must re-examine a log end an earlier run kept (rule 6). It
+  looks the run's keys up in the clean part, ranks every candidate, and deletes the losers,
+  expired tombstones and bad records with one MERGE.
+Nothing is held in driver memory but per-partition figures and, below BROADCAST_ROWS_MAX rows, the
+broadcast side of a join; joins, aggregations and windows spill, so memory is bounded.
+
+The table is read at one pinned snapshot. The MERGE writes position deletes (merge-on-read), so
+clean data files are never rewritten and every record keeps the data file its append created: the
+commit time of that append is the record's exact append time (rule 3).
+"""
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from lakecleaner.spark import catalog, plans
+from lakecleaner.core.append_times import read_append_times
+from lakecleaner.core.table import (CompactionError, TableRef, check_layout, conflict_error, first_line, create_unless_exists)
+from lakecleaner.spark.catalog import (current_snapshot, fail_point, load_table_config, committed_snapshot, iceberg_table, set_layout_defaults)
+from lakecleaner.core.config import CHECKPOINT_PROPERTY, ConfigError, LakecleanerConfig, TableConfig
+from lakecleaner.spark.files import (bytes_scanned, clean_version_ceiling, data_files, dirty_rank_bounds, dirty_records_bound, dirty_version_floors)
+from lakecleaner.spark.frames import Frames, at_positions, clean_pred, dirty_scan, partition_pred, small_df
+from lakecleaner.spark.history import record_history
+from lakecleaner.core.rules import (NO_PARTITION, Checkpoint, CheckpointError, allot_budget, bad_records_at_log_end, first_clean_time, log_ends, run_ends)
+from lakecleaner.spark.plans import CleanRivals, Plan, RunContext, bad_figures, key_map, key_map_sums
+from lakecleaner.core.strategies import RankBounds, sql_string
+
+log = logging.getLogger(__name__)
+
+
+def compact_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None = None, dry_run: bool = False,
+                  run_id: str | None = None) -> dict[str, Any]:
+    """Run one compaction of ``table``; returns the run's statistics (also written to run history)."""
+    ref = TableRef.parse(table, cfg.catalog.name)
+    run_id = run_id or uuid.uuid4().hex[:12]
+    now_ms = int(now_ms if now_ms is not None else time.time() * 1000)
+    started = time.time()
+    stats: dict[str, Any] = {"table": ref.short, "run_id": run_id, "now_ms": now_ms, "dry_run": dry_run}
+    try:
+        stats.update(_compact(spark, cfg, ref, now_ms, dry_run, run_id))
+        stats["status"] = stats.get("status") or ("dry_run" if dry_run else "committed")
+    except Exception as exc:  # noqa: BLE001 - record the failure, then fail loudly
+        if isinstance(exc, CommittedRunError):  # the history shows the commit and what it removed
+            stats.update(exc.result)
+        stats.update(status="committed" if isinstance(exc, CommittedRunError)
+                     else "yielded" if isinstance(exc, catalog.ConcurrentCommitError) else "failed",
+                     error=str(exc) if isinstance(exc, (CompactionError, ConfigError))
+                     else f"table {ref.short}: {type(exc).__name__}: {first_line(exc)}")
+        stats["duration_ms"] = int((time.time() - started) * 1000)
+        record_history(spark, cfg, stats)
+        if isinstance(exc, (CompactionError, ConfigError)):
+            raise
+        raise CompactionError(ref.short, f"{type(exc).__name__}: {first_line(exc)}") from exc
+    stats["duration_ms"] = int((time.time() - started) * 1000)
+    record_history(spark, cfg, stats)
+    return stats
+
+
+class Held:
+    """The frames a run persists (spilling to disk), released together when the run ends, so memory
+    stays bounded across the tables of one application."""
+
+    def __init__(self):
+        self.frames: list = []
+
+    def __call__(self, df):
+        from pyspark import StorageLevel
+
+        df = df.persist(StorageLevel.MEMORY_AND_DISK)
+        self.frames.append(df)
+        return df
+
+    def release(self) -> None:
+        for frame in self.frames:
+            frame.unpersist()
+        self.frames.clear()
+
+
+@dataclass
+class RunStart:
+    """What a run reads before deciding anything: the table's settings and checkpoint at one pinned
+    snapshot, and its live data files with Iceberg's metrics."""
+    ref: TableRef
+    tc: TableConfig
+    fr: Frames
+    snapshot: int
+    ckpt: Checkpoint
+    ckpt_offsets: dict  # the checkpoint's offsets (key None: an unpartitioned table)
+    retained: dict  # log ends an earlier run kept, by internal partition (0: unpartitioned)
+    files: list
+    base: Any  # the table at the pinned snapshot
+    now_ms: int
+
+    @property
+    def rank_bounds(self) -> RankBounds | None:
+        return dirty_rank_bounds(self.files, self.ckpt_offsets, self.tc.partition_column is None)
+
+    def internal(self, by_partition: dict) -> dict:
+        """Internally an unpartitioned table is partition 0; the checkpoint says None."""
+        return {(0 if p is None else p): v for p, v in by_partition.items()}
+
+    def external(self, by_partition: dict) -> dict:
+        unpartitioned = self.tc.partition_column is None
+        return {(None if unpartitioned else p): v for p, v in by_partition.items()}
+
+
+@dataclass
+class BadRecords:
+    """Rule 7: records without a key, offset or partition, which go to quarantine."""
+    rows: Any
+    n: int
+    quarantined: int  # copied by this run: not those an earlier run copied and kept as the log end
+    ends: dict  # partition -> its highest bad offset
+
+
+@dataclass
+class RunRange:
+    """Phase 1's result: the run's records (a prefix of each partition's dirty part, old enough and
+    within the budget) and where the run stops."""
+    in_run: Any
+    n_run: int
+    ends: dict  # partition -> the run's last offset there
+    log_end: dict  # partition -> its highest dirty offset
+    dirty_partitions: set
+    young_min: dict
+    cut: dict
+    taken: list
+    anomalous: int
+    kmap: Any = None  # the key map, when phase 1 could build it from the whole dirty part
+    kmap_sums: Any = None
+
+
+def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run: bool, run_id: str) -> dict:
+    """Kafka's Cleaner.doClean, step by step: start at the pinned snapshot; find the bad records
+    and the run's range (phase 1); look at the clean side; decide (phase 2); commit."""
+    phase = _Phases()
+    start, result = _start(spark, cfg, ref, now_ms, dry_run)
+    if start is None:
+        return result
+    phase("setup_s")
+    held = Held()
+    try:
+        bad = _bad_records(start, held)
+        phase("bad_rows_s")
+        key_map_run = not start.retained
+        clean = _clean_part(start, held)
+        rng = _run_range(spark, start, held, key_map_run, clean.rivals)
+        phase("dirty_s")
+        ctx, kept_bad, ends = _clean_side(spark, start, held, rng, bad, clean)
+        # Phase 2. Kafka's own algorithm: a map of the run's keys, and one MERGE that reads the table
+        # once (a versioned map has read the clean part's rivals of its late keys while it was
+        # built); bad records to quarantine are matched by the same MERGE. A log end kept by an
+        # earlier run takes the ranked path instead.
+        bad_rows = bad.rows.where(~at_positions(start.fr.p, start.fr.o, kept_bad)) if bad.n else None
+        removed_bad = bad.n - len(kept_bad)
+        if key_map_run:
+            plan = plans.key_map_plan(ctx, rng.kmap, rng.kmap_sums, bad_rows, removed_bad)
+            bytes_read = sum(f["size"] for f in start.files)  # its MERGE reads every file (keys and offsets)
+        else:
+            plan = plans.ranked_plan(ctx, start.retained, bad_rows, removed_bad)
+            bytes_read = bytes_scanned(start.files, start.ckpt_offsets, start.tc.partition_column is None)
+        phase("plan_s")
+        move = CheckpointMove(start.external(ends), start.external({**plan.new_retained, **kept_bad}),
+                              plan.new_tombstones)
+        new_ckpt = move.applied(start)  # dated at the commit, if the run commits (_commit)
+        result.update(
+            quarantined=bad.quarantined, expired_tombstone_latest_cleaned_ms=_latest_cleaned(start, plan),
+            anomalous=rng.anomalous, dirty_records_in_run=rng.n_run, bytes_read=bytes_read,
+            checkpoint=_ckpt_summary(new_ckpt))
+        if dry_run:
+            superseded, read = plan.figures(None)
+            _record_figures(result, read + bad.n, superseded, plan.expired, removed_bad, phase)
+            return result
+        _commit(spark, cfg, start, bad, removed_bad, plan, move, result, run_id, phase)
+        return result
+    finally:
+        held.release()
+
+
+@dataclass(frozen=True)
+class CheckpointMove:
+    """How far a run moves the checkpoint (external partitions), applied once its commit time is
+    known: its history entry is dated first_clean_time(now, commit)."""
+    ends: dict
+    retained: dict
+    new_tombstones: int
+
+    def applied(self, start: "RunStart", committed_ms: int | None = None) -> Checkpoint:
+        return start.ckpt.advanced(start.now_ms, self.ends, self.retained, start.tc.delete_retention_ms,
+                                   self.new_tombstones, committed_ms)
+
+
+def _start(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run: bool) -> tuple[RunStart | None, dict]:
+    """Load the settings and checkpoint, pin the snapshot they came from, and list its files."""
+    tc, props = load_table_config(spark, cfg, ref)
+    result: dict[str, Any] = {"strategy": tc.strategy, "delete_retention_ms": tc.delete_retention_ms}
+    check_layout(ref, props)  # a dry run refuses what the run would refuse
+    if not dry_run:
+        set_layout_defaults(spark, ref, props)
+    snapshot = current_snapshot(spark, ref, refresh=False)  # the version the properties came from
+    try:
+        ckpt = Checkpoint.from_json(props.get(CHECKPOINT_PROPERTY))
+    except CheckpointError as exc:
+        raise CompactionError(ref.short, f"{exc} ({CHECKPOINT_PROPERTY}; fix or unset it to clean the table from "
+                                         f"its start); nothing committed") from None
+    result.update(records_read=0, records_kept=0, removed_superseded=0, removed_expired_tombstones=0, quarantined=0,
+                  anomalous=0, dirty_records_in_run=0, bytes_read=0, bytes_written=0, files_rewritten=0,
+                  delete_files_written=0, expired_tombstone_latest_cleaned_ms=None, snapshot_id=snapshot,
+                  committed_snapshot_id=None, checkpoint=_ckpt_summary(ckpt))
+    if ckpt.later_than(now_ms):  # a backfill behind the table's last run: undo nothing, repeat nothing
+        result.update(status="skipped", reason=f"already cleaned as of a later time (now {ckpt.as_of_ms} > "
+                                               f"{now_ms}): a run of an earlier interval takes nothing")
+        return None, result
+    if snapshot is None:
+        return None, result
+    files = data_files(spark, ref, tc, snapshot, read_append_times(cfg, ref.short))
+    ckpt = _reset_checkpoint(ref, tc, ckpt, files, result)
+    start = RunStart(ref, tc, Frames(tc), snapshot, ckpt, dict(ckpt.offsets), {}, files,
+                     spark.read.option("snapshot-id", snapshot).table(ref.sql()), now_ms)
+    start.retained = start.internal(ckpt.retained)
+    return start, result
+
+
+def _bad_records(start: RunStart, hold: Held) -> BadRecords:
+    """Rule 7: bad records, anywhere. Iceberg's null counts say where none can be: no scan then."""
+    fr = start.fr
+    rows = hold(start.base.where(fr.bad).select("*", fr.bad_reason.alias("quarantine_reason")))
+    maybe_bad = any(r["identity_nulls_unknown"] or r["identity_nulls"] for r in start.files)
+    figures = bad_figures(fr, rows, start.retained) if maybe_bad else []
+    n = sum(r["n"] for r in figures)
+    return BadRecords(rows, n, n - sum(r["copied_before"] for r in figures),
+                      {r["p"]: r["end"] for r in figures if r["p"] is not None and r["end"] is not None})
+
+
+def _dirty_records(spark, start: RunStart):
+    """The dirty part (past the checkpoint, pushed down to Iceberg so clean files are skipped), in
+    the rules' columns. Records are dated by their data file only when some file is young enough
+    for the lag to matter. Not persisted: Iceberg prunes a rescan to the dirty files, which costs
+    less than caching."""
+    from pyspark.sql import functions as F
+
+    fr, cutoff = start.fr, start.now_ms - start.tc.min_compaction_lag_ms
+    records = dirty_scan(spark, start.ref, start.snapshot, fr, start.ckpt_offsets, start.files)
+    any_young = any(r["appended_at"] > cutoff for r in start.files)
+    if any_young:
+        file_times = spark.createDataFrame([(r["_file"], r["appended_at"]) for r in start.files],
+                                           "_file string, appended_at bigint")
+        dirty = (fr.narrow(records.select("*", "_file"), extra=[F.col("_file")])
+                 .join(F.broadcast(file_times), "_file", "left").drop("_file"))
+        young = F.coalesce(F.col("appended_at"), F.lit(0)) > cutoff
+    else:
+        dirty, young = fr.narrow(records), F.lit(False)
+    return dirty, young, any_young
+
+
+def _run_range(spark, start: RunStart, hold: Held, key_map_run: bool, rivals: CleanRivals | None) -> RunRange:
+    """Phase 1: per partition, stop at the first record younger than the lag (rule 3); then share
+    the budget (compaction.max.records.per.run) between partitions."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    tc = start.tc
+    dirty, young, any_young = _dirty_records(spark, start)
+    anom = F.sum((~F.col("has_ver")).cast("int")).alias("anom")
+    # The common run: no record is younger than the lag, so the run is the whole dirty part unless
+    # it is over budget. Its key map is then built straight from the dirty part, and summing the map
+    # per partition gives the figures the run needs: one aggregation of the dirty part, not two.
+    kmap, kmap_sums, per_p = None, None, None
+    # A versioned map also reads the clean part: built here only where the metadata says the dirty
+    # part fits the budget, so that an over-budget run does not read the clean part for nothing.
+    if key_map_run and not any_young and (rivals is None or rivals.late_bound <= tc.max_records_per_run):
+        kmap = hold(key_map(dirty, start.fr.strategy, start.rank_bounds, rivals))
+        kmap_sums = key_map_sums(kmap, start.ref, start.rank_bounds)
+        if sum(r["n"] for r in kmap_sums) > tc.max_records_per_run:
+            kmap.unpersist()  # a partial run: its map is built from its range below
+            kmap = kmap_sums = None
+        else:  # nothing young
+            per_p = [{**r, "young_min": None} for r in kmap_sums]
+    if per_p is None:
+        per_p = dirty.groupBy("p").agg(F.min(F.when(young, F.col("o"))).alias("young_min"),
+                                       F.max("o").alias("end"), F.count("*").alias("n"), anom).collect()
+    young_min = {r["p"]: r["young_min"] for r in per_p if r["young_min"] is not None}
+    eligible, by_p = dirty, per_p
+    if young_min:
+        eligible = hold(dirty.join(F.broadcast(small_df(spark, young_min, "young_min")), "p", "left").where(
+            F.col("young_min").isNull() | (F.col("o") < F.col("young_min"))).drop("young_min"))
+        by_p = eligible.groupBy("p").agg(F.max("o").alias("end"), F.count("*").alias("n"), anom).collect()
+    counts = {r["p"]: int(r["n"]) for r in by_p if r["n"]}
+    share = allot_budget(counts, tc.max_records_per_run)
+    taken = [p for p, n in share.items() if n > 0]
+    cut = {p: n for p, n in share.items() if 0 < n < counts[p]}
+    ends = {r["p"]: r["end"] for r in by_p if r["p"] in taken and r["p"] not in cut}
+    anomalous = sum(int(r["anom"] or 0) for r in by_p if r["p"] in taken and r["p"] not in cut)
+    in_run = eligible
+    if cut:  # the budget ends inside these partitions: find the offset it ends at
+        ranked = (eligible.where(F.col("p").isin(list(cut))).select("p", "o")
+                  .withColumn("rn", F.row_number().over(Window.partitionBy("p").orderBy("o"))))
+        cut_rows = ranked.join(F.broadcast(small_df(spark, cut, "rn")), ["p", "rn"]).collect()
+        ends.update({r["p"]: r["o"] for r in cut_rows})
+        in_run = in_run.join(F.broadcast(small_df(spark, {p: ends[p] for p in cut}, "cut_end")), "p", "left").where(
+            F.col("cut_end").isNull() | (F.col("o") <= F.col("cut_end"))).drop("cut_end")
+    if len(taken) < len(counts):
+        in_run = in_run.where(F.col("p").isin(taken))
+    if cut or len(taken) < len(counts):
+        in_run = hold(in_run)
+    if cut:
+        anomalous += int(in_run.where(F.col("p").isin(list(cut))).agg(anom).collect()[0]["anom"] or 0)
+    return RunRange(in_run.drop("appended_at"), sum(share.values()), ends,
+                    {r["p"]: r["end"] for r in per_p}, {r["p"] for r in per_p}, young_min, cut, taken, anomalous,
+                    kmap, kmap_sums)
+
+
+@dataclass
+class CleanPart:
+    """The clean part as phase 2 reads it: its narrow columns, its tombstones past their horizon
+    (rule 5, by partition the highest offset whose horizon has passed), and how a versioned key map
+    looks its records up (None: the offset strategy, or nothing cleaned yet)."""
+    clean: Any
+    expired_clean: Any
+    expired_through: dict
+    rivals: CleanRivals | None
+
+
+def _clean_part(start: RunStart, hold: Held) -> CleanPart:
+    from pyspark.sql import functions as F
+
+    tc, fr, ckpt = start.tc, start.fr, start.ckpt
+    in_clean = clean_pred(tc, start.ckpt_offsets) & ~fr.bad
+    clean = fr.narrow(start.base.where(in_clean), with_tomb=False)
+    expired_through = {}
+    for p in start.ckpt_offsets:
+        h = ckpt.expired_through(p, start.now_ms, tc.delete_retention_ms)
+        if h is not None:
+            expired_through[0 if p is None else p] = h
+    # Clean tombstones past their horizon, from a scan Iceberg prunes by null counts / flag bounds.
+    expired_clean = None
+    if expired_through:
+        expired_pred = partition_pred("p", "o", expired_through, "<=", False)
+        expired_clean = hold(fr.narrow(start.base.where(in_clean & fr.tomb_pushdown))
+                             .where(F.col("tomb") & expired_pred))
+    rivals = None
+    if fr.strategy.versioned and start.ckpt_offsets:
+        unpartitioned = tc.partition_column is None
+        ceiling = clean_version_ceiling(start.files, start.ckpt_offsets, unpartitioned)
+        rivals = CleanRivals(clean, expired_clean, ceiling,
+                             dirty_version_floors(start.files, start.ckpt_offsets, unpartitioned, ceiling),
+                             dirty_records_bound(start.files, start.ckpt_offsets, unpartitioned))
+    return CleanPart(clean, expired_clean, expired_through, rivals)
+
+
+def _clean_side(spark, start: RunStart, hold: Held, rng: RunRange, bad: BadRecords,
+                part: CleanPart) -> tuple[RunContext, dict, dict]:
+    """The clean part as the plans see it, and each partition's log end (rule 6), including bad
+    records that are one. Returns the plans' context, the bad records kept as their partition's log
+    end, and the run's ends."""
+    from pyspark.sql import functions as F
+
+    tc, clean, expired_through = start.tc, part.clean, part.expired_through
+    # Log end of partitions with no dirty record (only needed where something there may go), then
+    # of every partition with bad records: those count too (rule 6 holds for a keyless record).
+    log_end = dict(rng.log_end)
+    idle = (set(start.retained) | set(expired_through) | set(bad.ends)) - set(log_end)
+    if idle and tc.retain_log_end_record:
+        for r in clean.where(F.col("p").isin(list(idle))).groupBy("p").agg(F.max("o").alias("m")).collect():
+            log_end[r["p"]] = r["m"]
+    for p, end in bad.ends.items():
+        log_end[p] = max(end, log_end.get(p, end))
+    kept_bad = bad_records_at_log_end(bad.ends, log_end, tc.retain_log_end_record)
+    ends = run_ends(rng.ends, kept_bad, {p for p in kept_bad if p not in rng.young_min and p not in rng.cut
+                                         and (p in rng.taken or p not in rng.dirty_partitions)})
+    log_end_df = F.broadcast(small_df(spark, log_end or {0: -1}, "log_end"))
+    protected = F.lit(tc.retain_log_end_record) & (F.col("o") == F.col("log_end"))
+    ctx = RunContext(spark, start.ref, tc, start.fr, start.snapshot, hold, rng.in_run, rng.n_run, ends, clean,
+                     expired_clean=part.expired_clean, log_end_df=log_end_df,
+                     protected=protected, log_end=log_end, rivals=part.rivals, rank_bounds=start.rank_bounds)
+    return ctx, kept_bad, ends
+
+
+def _latest_cleaned(start: RunStart, plan: Plan) -> int | None:
+    """See the run history's expired_tombstone_latest_cleaned_ms."""
+    if not plan.expired_by_partition:
+        return None
+    unpartitioned = start.tc.partition_column is None
+    return max(start.ckpt.first_cleaned_at(None if unpartitioned else p, o) for p, o in plan.expired_by_partition.items())
+
+
+def _commit(spark, cfg: LakecleanerConfig, start: RunStart, bad: BadRecords, removed_bad: int, plan: Plan,
+            move: CheckpointMove, result: dict, run_id: str, phase: "_Phases") -> None:
+    """Stop if another writer did more than append; quarantine; MERGE; then the checkpoint."""
+    ref, fr = start.ref, start.fr
+    current, appends = catalog.check_no_concurrent_cleaner(spark, ref, start.snapshot)
+    # The files appended since the pinned snapshot, listed once for every guard (none: no listing).
+    added = set(appends)
+    appended = [f for f in data_files(spark, ref, start.tc, current) if f["snapshot_id"] in added] if added else []
+    plan.guard(appended)
+    if removed_bad:
+        _guard_null_offsets(ref, appended)
+    if bad.quarantined:  # not those an earlier run copied and kept as the log end
+        _quarantine(spark, cfg, ref, bad.rows.where(~at_positions(fr.p, fr.o, start.retained)), run_id, start.now_ms)
+    fail_point("after_quarantine")
+    phase("pre_merge_s")
+    try:
+        merged = plan.commit(run_id)
+    except Exception as exc:
+        conflict = conflict_error(ref, exc)
+        if conflict is None:
+            raise
+        raise conflict from exc
+    try:  # past the MERGE: a failure must say it committed, and the run is recorded as such
+        commit = merged and committed_snapshot(spark, ref, current)
+        phase("merge_s")
+        superseded, read = plan.figures(commit["summary"] if commit else {})
+        if commit:
+            summary = commit["summary"]
+            result.update(committed_snapshot_id=commit["snapshot_id"],
+                          bytes_written=int(summary.get("added-files-size", 0)),
+                          files_rewritten=int(summary.get("deleted-data-files", 0)),
+                          delete_files_written=int(summary.get("added-delete-files", 0)))
+        _record_figures(result, read + bad.n, superseded, plan.expired, removed_bad, phase)
+        fail_point("after_merge")
+        committed_ms = commit["committed_ms"] if commit else int(time.time() * 1000)
+        new_ckpt = move.applied(start, committed_ms)
+        # what dates the tombstones this run cleaned first: the model takes the same time (tests)
+        result.update(checkpoint=_ckpt_summary(new_ckpt), cleaned_at_ms=first_clean_time(start.now_ms, committed_ms))
+        if new_ckpt.to_json() != start.ckpt.to_json():
+            spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ('{CHECKPOINT_PROPERTY}' = '{new_ckpt.to_json()}')")
+        phase("checkpoint_s")
+    except Exception as exc:
+        if not merged:
+            raise
+        raise CommittedRunError(ref.short, result, exc) from exc
+
+
+def _guard_null_offsets(ref: TableRef, appended: list) -> None:
+    """Bad records leave by their identity, and a null offset does not tell two records of one key
+    apart: a record with a null offset appended during the run would be removed with the one the run
+    copied to quarantine, never copied itself. Stop if an appended file may hold one (whatever its
+    other offsets: the plans' own guards look at offset bounds, which leave nulls out)."""
+    late = [f["_file"] for f in appended if f["o_nulls"] is None or f["o_nulls"] > 0]
+    if late:
+        raise CompactionError(ref.short, f"{len(late)} data file(s) appended during the run may hold records "
+                                         f"with a null offset (e.g. {late[0]}), which the run's removal of bad "
+                                         f"records would match unseen; nothing committed, the next run "
+                                         f"includes them")
+
+
+def _record_figures(result: dict, read: int, superseded: int, expired: int, bad_removed: int, phase) -> None:
+    result.update(records_read=read, records_kept=read - superseded - expired - bad_removed,
+                  removed_superseded=superseded, removed_expired_tombstones=expired, phases=phase.times)
+
+
+class CommittedRunError(CompactionError):
+    """A step after the run's MERGE committed failed (finding its snapshot, writing the checkpoint).
+    The table is cleaned as the run decided; only the checkpoint did not move, so the next run
+    re-examines the same records (removing nothing twice). ``result`` holds the run's figures, so
+    the history records the commit and the tombstone audit sees what it removed."""
+
+    def __init__(self, table: str, result: dict, cause: BaseException):
+        self.result = result
+        snapshot = result.get("committed_snapshot_id")
+        super().__init__(table, f"the run committed (snapshot {snapshot or 'not found'}) but a later step failed: "
+                                f"{type(cause).__name__}: {first_line(cause)}; the checkpoint was not advanced, "
+                                f"the next run re-examines the same records")
+
+
+class _Phases:
+    """Seconds spent per phase of a run, reported with its statistics (where the time goes)."""
+
+    def __init__(self):
+        self.times: dict[str, float] = {}
+        self._last = time.time()
+
+    def __call__(self, name: str) -> None:
+        now = time.time()
+        self.times[name] = round(now - self._last, 3)
+        self._last = now
+
+
+def _ckpt_summary(ckpt: Checkpoint) -> dict:
+    return {("-" if p is None else str(p)): o for p, o in sorted(ckpt.offsets.items(), key=lambda kv: str(kv[0]))}
+
+
+def _reset_checkpoint(ref: TableRef, tc: TableConfig, ckpt: Checkpoint, files: list, result: dict) -> Checkpoint:
+    """The checkpoint as far as it vouches for the table (Checkpoint.vouched), each reset partition
+    warned about and listed in the run's result (checkpoint_reset), then cleaned from its start."""
+    partitioned = tc.partition_column is not None
+    by_file = (((f["p_lower_bound"] if f["p_lower_bound"] == f["p_upper_bound"] else None) if partitioned else None,
+                f["o_upper_bound"]) for f in files)
+    ckpt, other, past = ckpt.vouched(partitioned, log_ends(by_file, partitioned) if tc.retain_log_end_record else None)
+    if other:
+        log.warning("lakecleaner: table %s: checkpoint entries %s were written while the table was %s "
+                    "(compaction.partition.column changed): reset, partitions without an entry of their own are cleaned "
+                    "from their start", ref.short,
+                    _shown_partitions(other), "unpartitioned" if partitioned else "partitioned")
+    if past:
+        log.warning("lakecleaner: table %s: checkpoint past the log end of partition(s) %s (truncated or recreated?): "
+                    "reset, those partitions are cleaned from their start", ref.short, _shown_partitions(past))
+    if other or past:
+        result["checkpoint_reset"] = _shown_partitions(other + past)
+    return ckpt
+
+
+def _shown_partitions(partitions: list) -> list:
+    return [NO_PARTITION if p is None else p for p in partitions]
+
+
+def quarantine_table(cfg: LakecleanerConfig, ref: TableRef) -> TableRef:
+    return TableRef(ref.catalog, ref.namespace, ref.name + cfg.cleaner.quarantine_suffix)
+
+
+QUARANTINE_OF = "lakecleaner.quarantine-of"  # set on a quarantine table at creation: whose it is
+QUARANTINE_COLUMNS = ("quarantine_reason", "quarantine_run_id", "quarantined_at")
+
+
+def check_quarantine(spark, qref: TableRef, source: TableRef) -> bool:
+    """Whether the source table's quarantine exists. A table of that name that the cleaner did not
+    create for this source (no or another QUARANTINE_OF) is refused: the cleaner would merge its
+    schema and expire its snapshots. One an earlier version created (unmarked, with the cleaner's
+    columns) is marked and adopted."""
+    if not spark.catalog.tableExists(qref.sql().replace("`", "")):
+        return False
+    mark = iceberg_table(spark, qref).properties().get(QUARANTINE_OF)
+    if mark == source.short:
+        return True
+    if mark is None and set(QUARANTINE_COLUMNS) <= set(spark.table(qref.sql()).columns):
+        spark.sql(f"ALTER TABLE {qref.sql()} SET TBLPROPERTIES ({sql_string(QUARANTINE_OF)} = {sql_string(source.short)})")
+        return True
+    raise CompactionError(source.short, f"{qref.short} exists but is not the cleaner's quarantine of this table "
+                                        f"({QUARANTINE_OF} is {'unset' if mark is None else 'another table'}); "
+                                        "rename that table or set cleaner.quarantine_suffix")
+
+
+def _quarantine(spark, cfg: LakecleanerConfig, ref: TableRef, bad_rows, run_id: str, now_ms: int) -> None:
+    """Copy bad records to <table>__quarantine first; the MERGE removes them from the source after.
+    A crash in between leaves a duplicate in quarantine, never a loss. The quarantine follows the
+    source's schema (Iceberg's schema merge on write: added columns are added, dropped ones left
+    null), so a source schema change does not fail every later run with bad rows."""
+    from pyspark.sql import functions as F
+
+    qref = quarantine_table(cfg, ref)
+    rows = bad_rows.withColumn("quarantine_run_id", F.lit(run_id)).withColumn(
+        "quarantined_at", F.lit(now_ms).cast("bigint"))
+    created = not check_quarantine(spark, qref, ref) and create_unless_exists(
+        lambda: rows.limit(0).writeTo(qref.sql()).using("iceberg").tableProperty("format-version", "2")
+        .tableProperty(ACCEPT_ANY_SCHEMA, "true").tableProperty(QUARANTINE_OF, ref.short).create())
+    if not created and iceberg_table(spark, qref).properties().get(ACCEPT_ANY_SCHEMA) != "true":  # an older one
+        spark.sql(f"ALTER TABLE {qref.sql()} SET TBLPROPERTIES ('{ACCEPT_ANY_SCHEMA}' = 'true')")
+    rows.writeTo(qref.sql()).option("merge-schema", "true").option("check-ordering", "false").append()
+
+
+ACCEPT_ANY_SCHEMA = "write.spark.accept-any-schema"

@@ -1,0 +1,49 @@
+"""Writing the run history (<catalog>.<meta namespace>.run_history), from the Spark application that
+ran the run; reading it needs no Spark (lakecleaner.core.history)."""
+from __future__ import annotations
+
+import json
+import logging
+
+from lakecleaner.core.config import LakecleanerConfig
+from lakecleaner.core.history import HISTORY_SCHEMA
+from lakecleaner.core.table import create_unless_exists, first_line
+
+log = logging.getLogger("lakecleaner")
+
+
+def ensure_history_table(spark, cfg: LakecleanerConfig) -> None:
+    """Create the run history table, or add the columns a table from an earlier version lacks
+    (Iceberg adds columns in metadata only; old rows read them as null)."""
+    from pyspark.sql.types import _parse_datatype_string
+
+    # IF NOT EXISTS is itself check-then-create inside Spark: another process can win in between
+    create_unless_exists(lambda: spark.sql(
+        f"CREATE NAMESPACE IF NOT EXISTS `{cfg.catalog.name}`.`{cfg.cleaner.meta_namespace}`"))
+    create_unless_exists(lambda: spark.sql(
+        f"CREATE TABLE IF NOT EXISTS {cfg.history_table} ({HISTORY_SCHEMA}) USING iceberg"))
+    have = {f.name for f in spark.table(cfg.history_table).schema.fields}
+    added = [f"{f.name} {f.dataType.simpleString()}" for f in _parse_datatype_string(HISTORY_SCHEMA).fields
+             if f.name not in have]
+    if added:
+        spark.sql(f"ALTER TABLE {cfg.history_table} ADD COLUMNS ({', '.join(added)})")
+
+
+def record_history(spark, cfg: LakecleanerConfig, stats: dict) -> None:
+    """Append the run's figures to <catalog>.lakecleaner.run_history (the UI charts it)."""
+    import datetime as dt
+
+    from pyspark.sql.types import _parse_datatype_string
+
+    schema = _parse_datatype_string(HISTORY_SCHEMA)
+    row = {f.name: None for f in schema.fields}
+    row.update({k: v for k, v in stats.items() if k in row and k != "checkpoint"})
+    row["table_name"] = stats["table"]
+    # aware: PySpark reads a naive datetime as the driver's local time, whatever the session's zone
+    row["started_at"] = dt.datetime.now(dt.timezone.utc)
+    row["checkpoint"] = json.dumps(stats.get("checkpoint")) if stats.get("checkpoint") is not None else None
+    try:
+        ensure_history_table(spark, cfg)
+        spark.createDataFrame([tuple(row[f.name] for f in schema.fields)], schema).writeTo(cfg.history_table).append()
+    except Exception as exc:  # noqa: BLE001 - history is secondary; never hide the run's own outcome
+        print(f"lakecleaner: could not record run history for {stats['table']}: {first_line(exc)}", flush=True)

@@ -1,0 +1,8 @@
+"""Spark application: one compaction run of each table given (`lakecleaner compact`). One application for all of them; the logic lives in
+lakecleaner.spark.batch (shipped with --py-files)."""
+import sys
+
+from lakecleaner.spark.batch import job_main
+
+if __name__ == "__main__":
+    sys.exit(job_main(("compact",)))

@@ -1,0 +1,8 @@
+"""Spark application: the data-quality suite of each table given (`lakecleaner validate`). One application for all of them; the logic lives in
+lakecleaner.spark.batch (shipped with --py-files)."""
+import sys
+
+from lakecleaner.spark.batch import job_main
+
+if __name__ == "__main__":
+    sys.exit(job_main(("validate",)))

@@ -1,0 +1,204 @@
+"""Making deletes physical (KIP-354's GDPR motive), after each compaction.
+
+A compaction only masks removed records: merge-on-read position deletes hide them, but the data
+file still holds them, and older snapshots still reach that file. A record is gone for good only
+when no retained snapshot references a file that holds it. So, per table, after its compaction:
+
+1. rewrite the clean data files that carry deletes: every time for a table with a finite
+   max.compaction.lag.ms (the bound is the point of that setting), otherwise once deleted rows
+   pass ``REWRITE_DELETE_RATIO`` of the table (the small-file and delete-file clean-up);
+2. expire every snapshot older than the rewrite, except those younger than min.compaction.lag.ms:
+   the compaction reads append times from them (rule 3), and dropping them early would make young
+   records look old; the times of expired snapshots that still add live files are kept aside
+   (append_times), so records appended during the run keep their max.compaction.lag.ms clock;
+3. merge manifests once there are more than ``MAX_DATA_MANIFESTS`` (metadata only);
+4. remove orphan files (left by failed writes) at most once per ``ORPHAN_CADENCE_MS``, and only
+   files older than ``ORPHAN_MIN_AGE_MS`` so that no in-flight write loses its files.
+
+Guarantee (README): with max.compaction.lag.ms = L, schedule interval I and min.compaction.lag.ms
+= M, a record superseded by a replacement appended at t is in no file reachable from any snapshot
+after t + L + I + M (M = 0 by default).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from lakecleaner.core.append_times import record_append_times
+from lakecleaner.core.config import (CHECKPOINT_PROPERTY, LONG_MAX, LakecleanerConfig, TableConfig, physical_deletion_bound)
+from lakecleaner.core.table import TableRef
+from lakecleaner.spark.catalog import fail_point, iceberg_table, load_table_config, snapshot_summary
+from lakecleaner.core.rules import Checkpoint
+from lakecleaner.core.state import StateStore
+
+REWRITE_DELETE_RATIO = 0.2
+ORPHAN_CADENCE_MS = 86_400_000
+ORPHAN_MIN_AGE_MS = 3 * 86_400_000
+# Each append adds a manifest; evaluation reads every live manifest of every table, so past this
+# many they are merged (Iceberg's rewrite_manifests) to keep per-table evaluation cost flat.
+MAX_DATA_MANIFESTS = 8
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FileBounds:
+    """What Iceberg's metrics say of one live data file: its Kafka-partition and offset bounds
+    (None where the file has no metrics for the column)."""
+    partition_lower: int | None
+    partition_upper: int | None
+    offset_lower: int | None
+    offset_upper: int | None
+
+
+def clean_rewrite_cuts(checkpoint_offsets: Mapping, files: Iterable[FileBounds], partitioned: bool) -> dict | None:
+    """Per partition, the offset up to which the clean-part rewrite may select files.
+
+    rewrite_data_files selects every file that *may* hold a matching row and rewrites it whole, so
+    a file straddling the checkpoint (a run cut by compaction.max.records.per.run, a late arrival)
+    would have its dirty records rewritten into the rewrite's snapshot: their append time, from
+    which min.compaction.lag.ms and max.compaction.lag.ms are counted, would restart. Each cut is
+    the checkpoint lowered below the first offset of every file that is not provably clean, so
+    only files wholly at or below the checkpoint can match; those skipped now are rewritten by a
+    later maintenance, once the checkpoint has passed them. None: no safe cut (a file that may be
+    dirty has no offset metrics)."""
+    keys = [p for p in checkpoint_offsets if (p is not None) == partitioned]
+    cuts = {p: checkpoint_offsets[p] for p in keys}
+    for f in files:
+        held, only_those = _partitions_held(f, keys, partitioned)
+        if only_those and f.offset_upper is not None and all(f.offset_upper <= checkpoint_offsets[p] for p in held):
+            continue  # wholly clean
+        if held and f.offset_lower is None:
+            return None
+        for p in held:
+            cuts[p] = min(cuts[p], f.offset_lower - 1)
+    return cuts
+
+
+def _partitions_held(f: FileBounds, keys: list, partitioned: bool) -> tuple[list, bool]:
+    """The checkpoint's partitions a file may hold, and whether it holds no other (one the
+    checkpoint has not seen, wholly dirty)."""
+    if not partitioned:
+        return ([None], True) if None in keys else ([], False)
+    lo, hi = f.partition_lower, f.partition_upper
+    if lo is None or hi is None:
+        return list(keys), False
+    held = [p for p in keys if lo <= p <= hi]
+    return held, hi - lo + 1 == len(held)
+
+
+def _clean_part_sql(tc, cuts: Mapping) -> str | None:
+    """SQL filter for the clean part's rewrite (identifiers are checked by config: no backticks)."""
+    o = f"`{tc.offset_column}`"
+    if tc.partition_column is None:
+        return f"{o} <= {cuts[None]}" if None in cuts else None
+    p = f"`{tc.partition_column}`"
+    return " OR ".join(f"({p} = {part} AND {o} <= {off})" for part, off in sorted(cuts.items())) or None
+
+
+def _clean_rewrite_filter(spark, ref: TableRef, tc: TableConfig, ckpt: Checkpoint) -> str | None:
+    from lakecleaner.spark.files import data_files
+
+    if not ckpt.offsets:
+        return None
+    current = iceberg_table(spark, ref).currentSnapshot()
+    if current is None:
+        return None
+    files = [FileBounds(f["p_lower_bound"] if tc.partition_column else None,
+                        f["p_upper_bound"] if tc.partition_column else None, f["o_lower_bound"], f["o_upper_bound"])
+             for f in data_files(spark, ref, tc, current.snapshotId())]
+    cuts = clean_rewrite_cuts(ckpt.offsets, files, tc.partition_column is not None)
+    if cuts is None:
+        log.warning("lakecleaner: table %s: a data file without offset metrics may hold dirty records; "
+                    "the clean part is not rewritten (it would re-date them)", ref.short)
+        return None
+    return _clean_part_sql(tc, cuts)
+
+
+def maintain_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None = None,
+                   rewrite_reason: str | None = None) -> dict[str, Any]:
+    """``rewrite_reason``: rewrite the clean files carrying deletes whatever the table's settings
+    (an erasure on request must be made physical now, not at the next 20% of deleted rows)."""
+    ref = TableRef.parse(table, cfg.catalog.name)
+    now_ms = int(now_ms if now_ms is not None else time.time() * 1000)
+    tc, props = load_table_config(spark, cfg, ref)
+    ckpt = Checkpoint.from_json(props.get(CHECKPOINT_PROPERTY))
+    out: dict[str, Any] = {"table": ref.short, "now_ms": now_ms, "rewritten_data_files": 0,
+                           "snapshots_expired": 0, "orphan_files_removed": 0}
+    # Metadata comes from the (refreshed) Iceberg table object rather than metadata-table queries:
+    # each of those is a Spark job, and a batch of small tables pays for every one of them.
+    summary = snapshot_summary(spark, ref)
+    data_rows, deleted_rows = int(summary.get("total-records", 0)), int(summary.get("total-position-deletes", 0))
+    out["delete_ratio"] = round(deleted_rows / data_rows, 4) if data_rows else 0.0
+    gdpr = tc.max_compaction_lag_ms < LONG_MAX
+    wanted = deleted_rows and (rewrite_reason or gdpr or out["delete_ratio"] >= REWRITE_DELETE_RATIO)
+    where = _clean_rewrite_filter(spark, ref, tc, ckpt) if wanted else None
+    if where:
+        res = spark.sql(
+            f"CALL `{ref.catalog}`.system.rewrite_data_files(table => '{ref.short}', where => '{where}', "
+            "options => map('delete-file-threshold', '1', 'min-input-files', '1', 'remove-dangling-deletes', 'true'))"
+        ).collect()
+        out["rewritten_data_files"] = int(res[0]["rewritten_data_files_count"]) if res else 0
+        out["rewrite_reason"] = rewrite_reason or ("max.compaction.lag.ms is finite" if gdpr
+                                                    else f"delete ratio >= {REWRITE_DELETE_RATIO}")
+        fail_point("maintenance_after_rewrite")
+    out["snapshots_expired"] = _expire_snapshots(spark, cfg, ref, tc)
+    bound = physical_deletion_bound(tc)
+    if bound:
+        out["physical_deletion"] = bound
+    table_obj = iceberg_table(spark, ref)
+    current = table_obj.currentSnapshot()
+    manifests = 0 if current is None else current.dataManifests(table_obj.io()).size()
+    out["data_manifests"] = manifests
+    if manifests > MAX_DATA_MANIFESTS:
+        res = spark.sql(f"CALL `{ref.catalog}`.system.rewrite_manifests(table => '{ref.short}')").collect()
+        out["data_manifests"] = int(res[0]["added_manifests_count"]) if res else manifests
+    store = StateStore(cfg)
+    try:
+        last_sweep = store.get(ref.short).last_orphan_cleanup_ms
+    except ValueError as exc:  # unreadable state: sweep now; recording the sweep rewrites it
+        log.warning("lakecleaner: %s", exc)
+        last_sweep = None
+    if last_sweep is None or now_ms - last_sweep >= ORPHAN_CADENCE_MS:
+        cutoff = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime((now_ms - ORPHAN_MIN_AGE_MS) / 1000))
+        res = spark.sql(f"CALL `{ref.catalog}`.system.remove_orphan_files(table => '{ref.short}', "
+                        f"older_than => TIMESTAMP '{cutoff}')").collect()
+        out["orphan_files_removed"] = len(res)
+        store.record_orphan_cleanup(ref.short, now_ms)
+    return out
+
+
+def _expire_snapshots(spark, cfg: LakecleanerConfig, ref: TableRef, tc: TableConfig) -> int:
+    """Expire every snapshot older than the newest one committed at least min.compaction.lag.ms ago
+    (younger snapshots carry the append times of records not yet old enough), keeping the current
+    one. Commit times are wall-clock facts (the run's now may be an interval end in the past, and
+    the rewrite above committed after it), so the cut is taken on the wall clock, in epoch ms.
+    Iceberg's core expiry runs in the driver: for a cleaner's table, whose snapshots were just
+    rewritten, that costs far less than the expire_snapshots procedure's Spark jobs (1.1 s a table).
+    A table's own history.expire.* properties keep more when they ask for more. The commit times
+    of expired snapshots that still add live files are kept first (append_times).
+    Returns how many snapshots were expired."""
+    table = iceberg_table(spark, ref)
+    max_age, keep_last = tc.snapshot_retention
+    now = int(time.time() * 1000)
+    keep_after = min(now - tc.min_compaction_lag_ms, now - max_age if max_age is not None else now)
+    times = {s.snapshotId(): s.timestampMillis() for s in table.snapshots()}
+    cut = max((t for t in times.values() if t <= keep_after), default=None)
+    if cut is None or not any(t < cut for t in times.values()):
+        return 0
+    _keep_append_times(spark, cfg, ref, table, times)
+    table.expireSnapshots().expireOlderThan(cut).retainLast(keep_last).commit()
+    table.refresh()
+    return len(times) - table.snapshots().__len__()
+
+
+def _keep_append_times(spark, cfg: LakecleanerConfig, ref: TableRef, table, times: dict[int, int]) -> None:
+    """Before snapshots go, keep the commit times of those still adding live files (records an
+    ingest appended during the run among them): see append_times. The files are read at the
+    snapshot current when ``times`` was listed; anything committed later is newer than the cut."""
+    current = table.currentSnapshot().snapshotId()
+    adding = [r["snapshot_id"] for r in spark.read.option("snapshot-id", current).table(ref.meta("entries"))
+              .where("status < 2 AND data_file.content = 0").select("snapshot_id").distinct().collect()]
+    record_append_times(cfg, ref.short, adding, times)

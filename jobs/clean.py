@@ -1,9 +1,0 @@
-"""Spark application: the scheduler's whole chain, compact -> maintain -> validate, for each table given, in
-order (the Airflow DAG submits one per packed application). One application for all of them; the logic lives in
-lakecleaner.batch (shipped with --py-files)."""
-import sys
-
-from lakecleaner.batch import STEPS, job_main
-
-if __name__ == "__main__":
-    sys.exit(job_main(STEPS))

@@ -1,9 +1,0 @@
-"""Spark application: erasure on request (`lakecleaner forget`, the DAG's `forget` task): the pending
-requests of the request table. The logic lives in lakecleaner.erasure_requests and lakecleaner.forget
-(shipped with --py-files)."""
-import sys
-
-from lakecleaner.erasure_requests import job_main
-
-if __name__ == "__main__":
-    sys.exit(job_main())

@@ -1,8 +1,0 @@
-"""Spark application: the data-quality suite of each table given (`lakecleaner validate`). One application for all of them; the logic lives in
-lakecleaner.batch (shipped with --py-files)."""
-import sys
-
-from lakecleaner.batch import job_main
-
-if __name__ == "__main__":
-    sys.exit(job_main(("validate",)))
