@@ -10,6 +10,10 @@ from lakecleaner.core.config import CatalogConfig, LakecleanerConfig, SparkConfi
 from lakecleaner_dev.localpg import JDBC_JAR as PG_JAR, jdbc_catalog
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/cases.py, shared by unit and Spark tests
+# The development tools (include/lakecleaner_dev) are not installed: pytest puts include/ on its own
+# path (pyproject's pythonpath); processes the tests start (python -m lakecleaner_dev.localpg) get it too.
+INCLUDE = str(Path(__file__).resolve().parents[1] / "include")
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (INCLUDE, os.environ.get("PYTHONPATH")) if p)
 _names = itertools.count()
 
 
