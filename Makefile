@@ -9,6 +9,9 @@ shq = '$(subst ','\'',$(1))'
 
 .PHONY: install demo test unit bench chaos lint lint-py clean airflow airflow-pg browser-deps pg-deps
 
+# The editable install's metadata is the dist-info in site-packages; setuptools also leaves an
+# egg-info in include/, which the editable path puts on sys.path, so Airflow would load the
+# airflow.plugins entry point twice and record the second as a plugin import error: removed.
 $(STAMP): requirements.txt requirements-dev.txt requirements.lock pyproject.toml
 	@command -v java >/dev/null || { echo "lakecleaner needs a JDK (17) on PATH for Spark" >&2; exit 1; }
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || { echo "lakecleaner needs Python 3.11 (set PYTHON=...)" >&2; exit 1; }
@@ -16,6 +19,7 @@ $(STAMP): requirements.txt requirements-dev.txt requirements.lock pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements.txt -r requirements-dev.txt -c requirements.lock
 	$(BIN)/pip install --quiet --no-deps -e .
+	rm -rf include/lakecleaner.egg-info
 	touch $(STAMP)
 
 install: $(STAMP)

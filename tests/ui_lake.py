@@ -1,11 +1,12 @@
-"""A tiny lakehouse with everything the Lake Cleaner UI shows, and a real Airflow API server with
-the project's plugin, for tests/airflow/test_plugin_api.py and tests/airflow/test_browser.py.
+"""Two tiny lakehouses with everything the Lake Cleaner UI shows, and a real Airflow API server
+with the project's plugin serving both, for tests/airflow/test_plugin_api.py and
+tests/airflow/test_browser.py.
 
 Registered as a pytest plugin by those modules (``pytest_plugins = ["ui_lake"]``) so its session
 fixtures are built once per run, whichever of the two modules runs first. (PYTEST_DONT_REWRITE: the
 modules also import its constants before pytest registers it; its asserts carry their own messages.)
 
-The lake (its own catalog ``uilake`` and warehouse, so other tests' tables never show up):
+The shop lake (its own catalog ``uilake`` and warehouse, so other tests' tables never show up):
 
 - ``shop.orders``: offset strategy, three committed runs with new records between them, each
   followed by a data-quality validation (Data Docs built);
@@ -14,7 +15,19 @@ The lake (its own catalog ``uilake`` and warehouse, so other tests' tables never
   the cleaner state marks it uncleanable;
 - ``shop.broken``: an invalid ``compaction.strategy`` (``invalid config``);
 
-and the evaluation of the four recorded as the DAG's evaluate task records it.
+the fleet lake (catalog ``fleetlake``, another warehouse, so another state root):
+
+- ``shop.orders`` again, another table of the same name: one committed run, one validation;
+- ``fleet.trucks``: appended to, never cleaned;
+
+and in each the evaluation of its tables recorded as the DAG's evaluate task records it.
+
+The API server's DAG folder holds one file of lakecleaner_dag() calls: SHOP_DAG on the shop lake's
+config (``config=``), FLEET_DAG on the fleet lake's (no ``config=``: ``[lakecleaner] config``),
+NOWHERE_DAG on a config file that does not exist, RETIRED_DAG (marked stale, as the dag-processor
+marks a DAG its file no longer defines); and a plain DAG (PLAIN_DAG) tagged otherwise. The DAGs are
+serialized by ``airflow dags reserialize``, and SHOP_DAG gets one finished run whose mapped ``clean``
+instances carry the rendered map indexes the task runner would record (LABELS), without running Spark.
 """
 from __future__ import annotations
 
@@ -36,24 +49,89 @@ REPO = Path(__file__).resolve().parents[1]
 CATALOG = "uilake"
 ORDERS, PRICES, PAYMENTS, BROKEN = "shop.orders", "shop.prices", "shop.payments", "shop.broken"
 TABLES = (ORDERS, PRICES, PAYMENTS, BROKEN)
+FLEET_CATALOG = "fleetlake"
+TRUCKS = "fleet.trucks"
+FLEET_TABLES = (ORDERS, TRUCKS)
 JWT_SECRET = "lakecleaner-ui-tests-only-" + "0123456789abcdef" * 4  # >= 64 bytes for HS512
-LINK_DAG_ID = "lakecleaner_ui_link"
-# A mapped DAG like the scheduler's: one "compact" instance per table, its map index rendered as the table
-# name. `airflow dags test` runs it once, so the task-instance view has real task instances to link from.
-LINK_DAG = f"""
-from airflow.sdk import dag, get_current_context, task
+SHOP_DAG, FLEET_DAG = "lakecleaner_shop", "lakecleaner_fleet"
+NOWHERE_DAG, RETIRED_DAG, PLAIN_DAG = "lakecleaner_nowhere", "lakecleaner_retired", "not_lakecleaner"
+# Users besides SimpleAuthManager's admin and viewer (both read every DAG): shop_viewer may read
+# SHOP_DAG only, nobody no DAG at all (tests/ui_auth.py).
+DAG_ACCESS = {"shop_viewer": (SHOP_DAG,), "nobody": ()}
+# The rendered map indexes of SHOP_DAG's mapped "clean" instances 0..3 in its one run: one table each,
+# a name that is no table of the lake, an application's several tables (scheduler.table_label).
+LABELS = (ORDERS, PRICES, "nowhere.gone", f"{ORDERS}, {PRICES} +2 more")
+
+DAGS_FILE = """
+from lakecleaner.airflow import lakecleaner_dag
+
+shop = lakecleaner_dag(dag_id={shop!r}, config={shop_config!r}, schedule=None)
+fleet = lakecleaner_dag(dag_id={fleet!r}, schedule=None)  # [lakecleaner] config
+nowhere = lakecleaner_dag(dag_id={nowhere!r}, config={nowhere_config!r}, schedule=None)
+retired = lakecleaner_dag(dag_id={retired!r}, config={shop_config!r}, schedule=None)
+"""
+PLAIN_FILE = f"""
+from airflow.sdk import dag, task
 
 
-@dag(dag_id="{LINK_DAG_ID}", schedule=None, catchup=False)
-def link_dag():
-    @task(map_index_template="{{{{ table }}}}")
-    def compact(table: str):
-        get_current_context()["table"] = table
+@dag(dag_id="{PLAIN_DAG}", schedule=None, tags=["lakecleaner-like"])
+def plain():
+    @task
+    def evaluate(config=None):
+        return config
 
-    compact.expand(table=["{ORDERS}", "{PRICES}", "nowhere.gone", "{ORDERS}, {PRICES} +2 more"])
+    evaluate(config="elsewhere.yaml")
 
 
-link_dag()
+plain()
+"""
+# Run in the API server's environment: Airflow's own CLI commands in one interpreter (as the
+# `airflow` executable runs them), then the records a run of SHOP_DAG leaves, through Airflow's models.
+SETUP = f"""
+import contextlib, datetime as dt, importlib.metadata, io, json
+from sqlalchemy import select, update
+from airflow.cli import cli_parser
+
+def airflow(*argv):
+    args = cli_parser.get_parser().parse_args(list(argv))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        args.func(args)
+    return out.getvalue()
+
+airflow("dags", "reserialize")
+plugins = json.loads(airflow("plugins", "-o", "json"))
+
+from airflow.models.dag import DagModel
+from airflow.models.serialized_dag import SerializedDagModel
+from airflow.models.taskinstance import TaskInstance
+from airflow.utils.session import create_session
+from airflow.utils.state import DagRunState, TaskInstanceState
+from airflow.utils.types import DagRunType, DagRunTriggeredByType
+
+with create_session() as session:
+    session.execute(update(DagModel).where(DagModel.dag_id == {RETIRED_DAG!r}).values(is_stale=True))
+    dag = SerializedDagModel.get_dag({SHOP_DAG!r}, session=session)
+    now = dt.datetime.now(dt.timezone.utc)
+    run = dag.create_dagrun(run_id="manual__ui_tests", logical_date=now, data_interval=(now, now), run_after=now,
+                            run_type=DagRunType.MANUAL, triggered_by=DagRunTriggeredByType.TEST,
+                            state=DagRunState.SUCCESS, session=session)
+    session.flush()
+    unexpanded = session.scalars(select(TaskInstance).where(
+        TaskInstance.dag_id == {SHOP_DAG!r}, TaskInstance.run_id == run.run_id, TaskInstance.task_id == "clean")).one()
+    version = unexpanded.dag_version_id
+    session.delete(unexpanded)
+    session.flush()
+    for index, label in enumerate({list(LABELS)!r}):
+        ti = TaskInstance(dag.get_task("clean"), run_id=run.run_id, map_index=index, dag_version_id=version,
+                          state=TaskInstanceState.SUCCESS)
+        ti._rendered_map_index = label  # what the task runner records from the task's map_index_template
+        session.add(ti)
+    run_id = run.run_id
+distributions = [str(getattr(d, "_path", d)) for d in importlib.metadata.distributions()
+                 if (d.metadata["Name"] or "").lower() == "lakecleaner"
+                 and any(e.group == "airflow.plugins" for e in d.entry_points)]
+print("UI-SETUP " + json.dumps({{"run_id": run_id, "plugins": plugins, "distributions": distributions}}))
 """
 
 
@@ -64,7 +142,7 @@ def _rows(start: int, n: int, keys: int = 6, partitions: int = 2, **extra) -> li
 
 
 def build_lake(spark, base: Path) -> Path:
-    """Builds the lake under ``base``; returns the YAML config (LAKECLEANER_CONFIG) describing it."""
+    """Builds the shop lake under ``base``; returns the YAML config describing it."""
     from lakecleaner.core.config import load_config
     from lakecleaner.core.table import CompactionError
     from lakecleaner.spark.engine import compact_table
@@ -118,6 +196,31 @@ def build_lake(spark, base: Path) -> Path:
     return path
 
 
+def build_fleet_lake(spark, base: Path) -> Path:
+    """Builds the fleet lake under ``base`` (another catalog, warehouse and state root); returns its
+    YAML config."""
+    from lakecleaner.core.config import load_config
+    from lakecleaner.spark.engine import compact_table
+    from lakecleaner.spark.quality import validate_table
+    from lakecleaner.core.scheduler import evaluate_all, record_evaluation
+    from lakecleaner_dev.tables import append, create_compacted_table
+
+    path = base / "fleet.yaml"
+    path.write_text(f"catalog:\n  name: {FLEET_CATALOG}\n  type: hadoop\n  warehouse: {base / 'warehouse'}\n"
+                    "spark:\n  master: local[2]\n  driver_memory: 1g\n")
+    cfg = load_config(path)
+    for key, value in cfg.catalog.spark_conf().items():
+        spark.conf.set(key, value)
+    ref = create_compacted_table(spark, cfg, ORDERS)
+    append(spark, ref, _rows(0, 30, keys=3))
+    compact_table(spark, cfg, ORDERS)
+    validate_table(spark, cfg, ORDERS, run_name="fleet-run-1", interval_ms=0, raise_on_failure=False)
+    ref = create_compacted_table(spark, cfg, TRUCKS)
+    append(spark, ref, _rows(0, 10))
+    record_evaluation(cfg, evaluate_all(cfg), int(time.time() * 1000))
+    return path
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -125,46 +228,58 @@ def free_port() -> int:
 
 
 class ApiServer:
-    """``airflow api-server`` on 127.0.0.1 with the project's plugins folder, a throwaway
-    AIRFLOW_HOME (SQLite), SimpleAuthManager users admin (admin) and viewer (viewer)."""
+    """``airflow api-server`` on 127.0.0.1 with the plugin from the package's entry point (no plugins
+    folder), a throwaway AIRFLOW_HOME (SQLite) whose DAG folder holds the lakecleaner DAGs (see the
+    module's docstring), SimpleAuthManager users admin (admin), viewer (viewer) and the viewers of
+    DAG_ACCESS, each restricted to their DAGs (tests/ui_auth.py)."""
 
-    def __init__(self, home: Path, config: Path):
-        self.home, self.config = home, config
+    def __init__(self, home: Path, shop_config: Path, fleet_config: Path):
+        self.home = home
+        self.configs = {SHOP_DAG: shop_config, FLEET_DAG: fleet_config, NOWHERE_DAG: home / "nowhere.yaml"}
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = home / "api-server.log"
         dags = home / "dags"
         dags.mkdir(parents=True, exist_ok=True)
-        (dags / "link_dag.py").write_text(LINK_DAG)
+        (dags / "lakes.py").write_text(DAGS_FILE.format(
+            shop=SHOP_DAG, fleet=FLEET_DAG, nowhere=NOWHERE_DAG, retired=RETIRED_DAG, shop_config=str(shop_config),
+            nowhere_config=str(self.configs[NOWHERE_DAG])))
+        (dags / "plain.py").write_text(PLAIN_FILE)
         self.link_run_id: str | None = None
+        self.plugins: list[dict] = []  # `airflow plugins -o json` in this environment
+        self.distributions: list[str] = []  # lakecleaner distributions with the plugin's entry point
+        users = ",".join(["admin:admin", "viewer:viewer", *(f"{u}:viewer" for u in DAG_ACCESS)])
         self.env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")},
+            # the test auth manager's module, besides the package (include/, see tests/conftest.py)
+            "PYTHONPATH": os.pathsep.join(p for p in (str(REPO / "tests"), os.environ.get("PYTHONPATH")) if p),
             "AIRFLOW_HOME": str(home),
             "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
-            "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
+            "AIRFLOW__CORE__AUTH_MANAGER": "ui_auth.PerDagAuthManager",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": users,
+            "LAKECLEANER_TEST_DAG_ACCESS": ";".join(f"{u}={','.join(d)}" for u, d in DAG_ACCESS.items()),
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
             "AIRFLOW__API_AUTH__JWT_SECRET": JWT_SECRET,
             "AIRFLOW__API__BASE_URL": self.url,
             "AIRFLOW__API__WORKERS": "1",
             "AIRFLOW__LOGGING__COLORED_CONSOLE_LOG": "False",
-            "LAKECLEANER_CONFIG": str(config),
+            "AIRFLOW__LAKECLEANER__CONFIG": str(fleet_config),  # FLEET_DAG's: it names none
             "GX_ANALYTICS_ENABLED": "false",
         }
+        self.env.pop("LAKECLEANER_CONFIG", None)  # the plugin never reads it
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 180) -> "ApiServer":
         airflow = [sys.executable, "-m", "airflow"]
         migrate = subprocess.run([*airflow, "db", "migrate"], env=self.env, capture_output=True, text=True)
         assert migrate.returncode == 0, migrate.stdout[-3000:] + migrate.stderr[-3000:]
-        test = subprocess.run([*airflow, "dags", "test", LINK_DAG_ID], env=self.env, capture_output=True, text=True)
-        assert test.returncode == 0, test.stdout[-3000:] + test.stderr[-3000:]
-        import sqlite3
-
-        with sqlite3.connect(self.home / "airflow.db") as db:
-            self.link_run_id = db.execute("SELECT run_id FROM dag_run WHERE dag_id = ?", (LINK_DAG_ID,)).fetchone()[0]
+        setup = subprocess.run([sys.executable, "-c", SETUP], env=self.env, capture_output=True, text=True)
+        marked = [line for line in setup.stdout.splitlines() if line.startswith("UI-SETUP ")]
+        assert setup.returncode == 0 and marked, setup.stdout[-3000:] + setup.stderr[-3000:]
+        facts = json.loads(marked[-1].removeprefix("UI-SETUP "))
+        self.link_run_id, self.plugins, self.distributions = facts["run_id"], facts["plugins"], facts["distributions"]
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen([*airflow, "api-server", "--host", "127.0.0.1", "--port", str(self.port),
                                           "--workers", "1"], env=self.env, stdout=out, stderr=subprocess.STDOUT,
@@ -212,14 +327,20 @@ class ApiServer:
 
 @pytest.fixture(scope="session")
 def ui_lake(spark, tmp_path_factory) -> Path:
-    """The lake's YAML config path."""
+    """The shop lake's YAML config path."""
     return build_lake(spark, tmp_path_factory.mktemp("ui_lake"))
 
 
 @pytest.fixture(scope="session")
-def api_server(ui_lake):
+def fleet_lake(spark, tmp_path_factory) -> Path:
+    """The fleet lake's YAML config path."""
+    return build_fleet_lake(spark, tmp_path_factory.mktemp("fleet_lake"))
+
+
+@pytest.fixture(scope="session")
+def api_server(ui_lake, fleet_lake):
     home = Path(tempfile.mkdtemp(prefix="lakecleaner-ui-airflow-"))
-    server = ApiServer(home, ui_lake)
+    server = ApiServer(home, ui_lake, fleet_lake)
     try:
         server.start()
         yield server

@@ -1,8 +1,8 @@
 """The Lake Cleaner page as a person sees it: a real ``airflow api-server`` with the project's plugin
-and a tiny warehouse (tests/ui_lake.py), a real headless Chromium driven over the Chrome DevTools
-protocol (the ``websockets`` package; no browser download, no WebDriver): log in through Airflow's
-login page, open Lake Cleaner from the navigation, follow a table, follow a task instance's
-Lake Cleaner tab. Screenshots go to test-artifacts/.
+and lakecleaner DAGs on two tiny warehouses (tests/ui_lake.py), a real headless Chromium driven over
+the Chrome DevTools protocol (the ``websockets`` package; no browser download, no WebDriver): log in
+through Airflow's login page, open Lake Cleaner from the navigation, see each DAG's group, follow a
+table of each, follow a task instance's Lake Cleaner tab. Screenshots go to test-artifacts/.
 
 Needs Debian's ``chromium`` (``make browser-deps``). Skipped without it, except under CI (CI=true),
 where a missing browser is an install step that was forgotten, so it fails.
@@ -129,7 +129,7 @@ IN_FRAME = (f"(() => {{ const f = {FRAME}; const d = f && f.contentDocument; "
 
 
 def test_log_in_open_lake_cleaner_and_see_tables_and_charts(browser, api_server):
-    from ui_lake import ORDERS, TABLES
+    from ui_lake import FLEET_DAG, FLEET_TABLES, NOWHERE_DAG, ORDERS, SHOP_DAG, TABLES
 
     url = api_server.url
     browser.goto(f"{url}/plugin/lake-cleaner")
@@ -141,21 +141,27 @@ def test_log_in_open_lake_cleaner_and_see_tables_and_charts(browser, api_server)
     browser.eval("document.querySelector('button[type=submit]').click()")
     browser.wait("location.pathname === '/plugin/lake-cleaner'")
 
-    # The navigation has the plugin's entry; the page shows every compacted table.
+    # The navigation has the plugin's entry; the page shows every lakecleaner DAG with its compacted tables.
     assert browser.wait("[...document.querySelectorAll('a')].some(a => "
                         "a.getAttribute('href') === '/plugin/lake-cleaner' && a.textContent.includes('Lake Clea'))")
-    rows = browser.wait(IN_FRAME % "[...d.querySelectorAll('#tables tbody tr')].map(r => r.dataset.table)")
-    assert sorted(rows) == sorted(TABLES)
-    statuses = browser.eval(IN_FRAME % "Object.fromEntries([...d.querySelectorAll('#tables tbody tr')].map("
-                                       "r => [r.dataset.table, r.querySelector('.badge').textContent]))")
+    groups = browser.wait(IN_FRAME % "Object.fromEntries([...d.querySelectorAll('section.dag')].map(s => "
+                                     "[s.dataset.dag, [...s.querySelectorAll('table.tables tbody tr')].map("
+                                     "r => r.dataset.table)]))")
+    assert sorted(groups) == sorted([SHOP_DAG, FLEET_DAG, NOWHERE_DAG])
+    assert sorted(groups[SHOP_DAG]) == sorted(TABLES) and sorted(groups[FLEET_DAG]) == sorted(FLEET_TABLES)
+    assert groups[NOWHERE_DAG] == [] and browser.eval(
+        IN_FRAME % f"!!d.querySelector('section[data-dag=\"{NOWHERE_DAG}\"] .dag-error')")
+    shop = f"section[data-dag=\"{SHOP_DAG}\"]"
+    statuses = browser.eval(IN_FRAME % f"Object.fromEntries([...d.querySelectorAll('{shop} table.tables tbody tr')]"
+                                       ".map(r => [r.dataset.table, r.querySelector('.badge').textContent]))")
     assert statuses == {"shop.orders": "eligible", "shop.prices": "eligible", "shop.payments": "uncleanable",
                         "shop.broken": "invalid config"}
     time.sleep(0.5)  # let fonts settle before the picture
     browser.screenshot(ARTIFACTS / "lake_cleaner.png")
 
-    # Follow a table: its charts are SVG with one mark per charted run and series.
-    browser.eval(IN_FRAME % f"d.querySelector('#tables a[href$=\"/tables/{ORDERS}\"]').click() || true")
-    browser.wait(IN_FRAME % f"d.location.pathname.endsWith('/tables/{ORDERS}')")
+    # Follow a table of the shop DAG: its charts are SVG with one mark per charted run and series.
+    browser.eval(IN_FRAME % f"d.querySelector('{shop} a[href$=\"/tables/{ORDERS}\"]').click() || true")
+    browser.wait(IN_FRAME % f"d.location.pathname.endsWith('/dags/{SHOP_DAG}/tables/{ORDERS}')")
     charts = browser.wait(IN_FRAME % "d.querySelectorAll('figure.chart svg').length >= 4 && "
                                      "[...d.querySelectorAll('figure.chart')].map(f => ["
                                      "f.querySelector('b').textContent, f.querySelectorAll('svg .mark').length])")
@@ -165,15 +171,15 @@ def test_log_in_open_lake_cleaner_and_see_tables_and_charts(browser, api_server)
     assert marks["Run duration"] == 3
     assert marks["Max compaction delay at each validation"] == 3
     # The UI mirrors the iframe's location into its own URL (deep link).
-    browser.wait(f"location.pathname === '/plugin/lake-cleaner/lakecleaner/tables/{ORDERS}'")
+    browser.wait(f"location.pathname === '/plugin/lake-cleaner/lakecleaner/dags/{SHOP_DAG}/tables/{ORDERS}'")
     validations = browser.eval(IN_FRAME % "d.querySelectorAll('#validations tbody tr').length")
     assert validations == 3
     time.sleep(0.5)
     browser.screenshot(ARTIFACTS / "lake_cleaner_table.png")
 
-    # A Data Docs link opens GX's validation page, served by the plugin from inside the Data Docs site.
+    # A Data Docs link opens GX's validation page, served by the plugin from inside the DAG's Data Docs site.
     href = browser.eval(IN_FRAME % "d.querySelector('#validations a').getAttribute('href')")
-    assert href.startswith("/lakecleaner/docs/validations/shop/orders/")
+    assert href.startswith(f"/lakecleaner/dags/{SHOP_DAG}/docs/validations/shop/orders/")
     browser.eval(IN_FRAME % "d.querySelector('#validations a').click() || true")
     # The page is served sandboxed (a CSP without allow-same-origin): the frame now holds a document
     # of an opaque origin, which Airflow's page (and its scripts) can no longer reach into.
@@ -182,17 +188,28 @@ def test_log_in_open_lake_cleaner_and_see_tables_and_charts(browser, api_server)
                         "t.includes('Great Expectations')]))")
     assert page[0].startswith("sandbox allow-scripts") and page[1]
 
+    # The table of the same name in the fleet DAG's lake is another page: its own DAG, its one run.
+    browser.goto(f"{url}/plugin/lake-cleaner")
+    fleet = f"section[data-dag=\"{FLEET_DAG}\"]"
+    browser.wait(IN_FRAME % f"!!d.querySelector('{fleet} a[href$=\"/tables/{ORDERS}\"]')")
+    browser.eval(IN_FRAME % f"d.querySelector('{fleet} a[href$=\"/tables/{ORDERS}\"]').click() || true")
+    browser.wait(IN_FRAME % f"d.location.pathname.endsWith('/dags/{FLEET_DAG}/tables/{ORDERS}') && "
+                            "!!d.querySelector('#runs')")
+    assert browser.eval(IN_FRAME % "d.querySelector('#dag').textContent") == f"lakecleaner DAG {FLEET_DAG}"
+    assert browser.eval(IN_FRAME % "d.querySelectorAll('#runs tbody tr').length") == 1
+
 
 def test_task_instance_tab_leads_to_its_table(browser, api_server):
-    """The task-instance external view of a mapped "compact" instance whose map index renders as
-    shop.prices shows shop.prices' page (needs the login of the test above: same browser)."""
-    from ui_lake import LINK_DAG_ID, PRICES
+    """The task-instance external view of a mapped "clean" instance of the shop DAG whose map index
+    renders as shop.prices shows shop.prices' page of that DAG (needs the login of the test above:
+    same browser)."""
+    from ui_lake import PRICES, SHOP_DAG
 
     run = urllib.parse.quote(api_server.link_run_id, safe="")
-    browser.goto(f"{api_server.url}/dags/{LINK_DAG_ID}/runs/{run}/tasks/compact/mapped/1/plugin/lake-cleaner-table")
+    browser.goto(f"{api_server.url}/dags/{SHOP_DAG}/runs/{run}/tasks/clean/mapped/1/plugin/lake-cleaner-table")
     frame = "document.querySelector('iframe[title=\"Lake Cleaner\"]')"
     browser.wait(f"(() => {{ const f = {frame}; const d = f && f.contentDocument; "
-                 f"return d && d.location.pathname.endsWith('/tables/{PRICES}') && d.querySelector('h1') && "
-                 f"d.querySelector('h1').textContent === '{PRICES}'; }})()")
+                 f"return d && d.location.pathname.endsWith('/dags/{SHOP_DAG}/tables/{PRICES}') && "
+                 f"d.querySelector('h1') && d.querySelector('h1').textContent === '{PRICES}'; }})()")
     time.sleep(0.5)
     browser.screenshot(ARTIFACTS / "lake_cleaner_task_instance.png")

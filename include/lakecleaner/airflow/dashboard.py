@@ -1,4 +1,4 @@
-"""What the Lake Cleaner UI (plugins/lakecleaner_plugin.py) shows, as plain data: no Airflow, no
+"""What the Lake Cleaner UI (lakecleaner.airflow.plugin) shows, as plain data: no Airflow, no
 FastAPI, no HTML here.
 
 The ``build_*`` functions are pure: they assemble the view model from what the package already

@@ -1,34 +1,50 @@
-"""The Lake Cleaner page of the Airflow 3 UI: every compacted table, and per table its runs, charts
-and data-quality history with the Great Expectations Data Docs.
+"""The Lake Cleaner page of the Airflow 3 UI: every lakecleaner DAG of the deployment, each with
+its compacted tables, and per table its runs, charts and data-quality history with the Great
+Expectations Data Docs.
+
+Registered by the ``airflow.plugins`` entry point of the lakecleaner distribution (pyproject.toml): an
+API server with the package installed has it, nothing goes into a plugins folder.
+
+Which DAGs: every DAG tagged ``lakecleaner`` (every DAG of ``lakecleaner_dag()``) that is not stale,
+read from Airflow's metadata database; each on its own config (its catalog, its state root): the
+config its evaluate task was built with, as the serialized DAG keeps it, else ``[lakecleaner] config``
+(``lakecleaner.airflow.deployment``). A DAG whose config cannot be told or loaded shows as an error in
+its group; the other groups are unaffected.
 
 It only presents recorded facts: the figures come from ``lakecleaner.airflow.dashboard``, which reads the
 last evaluation the DAG's evaluate task recorded, the run history, validation results and cleaner
 state; a request never evaluates a table nor reads its metadata. Pages are server-rendered from
 the Jinja2 templates in ``templates/lakecleaner/`` (autoescaped) with inline SVG charts (no
-JavaScript, no CDN). The table list and a table's runs are paginated (``?page=N&size=M``).
+JavaScript, no CDN). The table lists and a table's runs are paginated (``?page=N&size=M``).
 
 Mounted by the API server at ``/lakecleaner`` (``fastapi_apps``):
 
-    /lakecleaner/                          index: every compacted table (paginated)
-    /lakecleaner/tables/{namespace.table}  one table: charts, runs (paginated), validations
-    /lakecleaner/api/tables[/{table}]      the same as JSON (same page/size parameters)
-    /lakecleaner/docs/{path}               the GX Data Docs site (files inside it only)
-    /lakecleaner/ti/{dag}/{run}/{task}/{map_index}
-                                           a mapped task instance -> its tables' pages (the task
-                                           instance's rendered map index names them: one table
-                                           redirects to its page, an application's several are listed)
+    /lakecleaner/                                    every lakecleaner DAG the caller may read, grouped:
+                                                     each DAG's first page of tables (``?size=M``)
+    /lakecleaner/dags/{dag_id}/                      one DAG's compacted tables (paginated)
+    /lakecleaner/dags/{dag_id}/tables/{ns.table}     one table: charts, runs (paginated), validations
+    /lakecleaner/dags/{dag_id}/docs/{path}           that DAG's GX Data Docs site (files inside it only)
+    /lakecleaner/api/dags                            the grouped index as JSON
+    /lakecleaner/api/dags/{dag_id}/tables[/{table}]  the DAG's list and a table as JSON (same parameters)
+    /lakecleaner/ti/{dag_id}/{run}/{task}/{map_index}
+                                                     a mapped task instance of a lakecleaner DAG -> its
+                                                     tables' pages (its rendered map index names them:
+                                                     one table redirects to its page, several are listed)
 
-Access: Airflow mounts plugin apps without its own authentication, so this app checks every
-request itself with Airflow's dependency ``requires_access_dag`` (which authenticates with
-``get_user``: the UI's ``_token`` JWT cookie or an ``Authorization: Bearer`` token, validated by the
-configured auth manager): the caller must be allowed to read the runs of the lakecleaner DAG
-(``LAKECLEANER_DAG_ID``, default ``lakecleaner``). No token: 401; an invalid token or no
-permission: 403. FastAPI's own /docs, /redoc and /openapi.json are off (they would bypass it).
+Access: Airflow mounts plugin apps without its own authentication, so this app authenticates every
+request itself with Airflow's ``get_user`` (the UI's ``_token`` JWT cookie or an ``Authorization:
+Bearer`` token, validated by the configured auth manager; no credentials: 401, an invalid token:
+403), and asks the auth manager, per DAG, whether the caller may read that DAG's runs: the index
+lists only the DAGs they may (the others are not named), and every route under a dag_id depends on
+Airflow's ``requires_access_dag`` for that dag_id (403 otherwise; the task-instance tab also needs
+the task instances). After that check, a dag_id that names no lakecleaner DAG is a 404 and one whose
+config cannot be loaded a 503. FastAPI's own /docs, /redoc and /openapi.json are off (they would
+bypass the checks).
 """
 from __future__ import annotations
 
+import logging
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -41,18 +57,22 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
-from airflow.api_fastapi.core_api.security import requires_access_dag
+from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
+from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
+from airflow.api_fastapi.core_api.security import GetUserDep, get_user, requires_access_dag
 from airflow.plugins_manager import AirflowPlugin
 
-DAG_ID = os.environ.get("LAKECLEANER_DAG_ID", "lakecleaner")
+from lakecleaner.airflow import deployment
+
+log = logging.getLogger("lakecleaner")
 URL_PREFIX = "/lakecleaner"
 
-# Whoever may read the lakecleaner DAG's runs may read what they did to the tables.
-can_read_lakecleaner = requires_access_dag(method="GET", access_entity=DagAccessEntity.RUN, param_dag_id=DAG_ID)
+# Every route needs a logged-in user; each DAG's pages, whoever may read that DAG's runs (the dag_id
+# of the route's path: requires_access_dag reads it from there).
+can_read_dag = Depends(requires_access_dag(method="GET", access_entity=DagAccessEntity.RUN))
+can_read_task_instances = Depends(requires_access_dag(method="GET", access_entity=DagAccessEntity.TASK_INSTANCE))
 
-app = FastAPI(title="Lake Cleaner", dependencies=[Depends(can_read_lakecleaner)],
-              docs_url=None, redoc_url=None, openapi_url=None)
+app = FastAPI(title="Lake Cleaner", dependencies=[Depends(get_user)], docs_url=None, redoc_url=None, openapi_url=None)
 
 
 # ---------------------------------------------------------------- formatting (Jinja2 filters)
@@ -106,16 +126,40 @@ def render(request: Request, name: str, status_code: int = 200, **context: Any) 
     return templates.TemplateResponse(request, f"lakecleaner/{name}", context, status_code=status_code)
 
 
-# ---------------------------------------------------------------- reading (lakecleaner.airflow.dashboard)
-def _config():
-    from lakecleaner.core.config import ConfigError, load_config
+# ---------------------------------------------------------------- the DAGs (lakecleaner.airflow.deployment)
+def _lake(dag_id: str) -> deployment.LakeDag:
+    """The lakecleaner DAG of a route's path (its access was checked first): 404 if there is none."""
+    lake = deployment.find(dag_id)
+    if lake is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no lakecleaner DAG {dag_id} (a DAG tagged "
+                                                       "lakecleaner that is not stale)")
+    return lake
 
+
+def _config(lake: deployment.LakeDag):
     try:
-        return load_config()
-    except (ConfigError, OSError) as exc:
-        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, f"lakecleaner is not configured: {exc}") from None
+        return lake.load()
+    except deployment.Unconfigured as exc:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, str(exc)) from None
 
 
+def readable_lake_dags(user: BaseUser) -> list[deployment.LakeDag]:
+    """The lakecleaner DAGs whose runs ``user`` may read, asked of the auth manager DAG by DAG as
+    each DAG's routes ask it (requires_access_dag), with the DAG's team; only those are looked into."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.models.dag import DagModel
+
+    dag_ids = deployment.tagged_dag_ids()
+    if not dag_ids:
+        return []
+    teams = DagModel.get_dag_id_to_team_name_mapping(dag_ids)
+    manager = get_auth_manager()
+    return deployment.lake_dags([dag_id for dag_id in dag_ids if manager.is_authorized_dag(
+        method="GET", access_entity=DagAccessEntity.RUN, user=user,
+        details=DagDetails(id=dag_id, team_name=teams.get(dag_id)))])
+
+
+# ---------------------------------------------------------------- reading (lakecleaner.airflow.dashboard)
 def _checked(table: str) -> str:
     from lakecleaner.airflow.dashboard import valid_table_name
 
@@ -138,17 +182,40 @@ def _recorded(read: Callable[[], Any]) -> Any:
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, str(exc)) from None
 
 
-def _overview(page: int, size: int | None) -> dict:
+def _overview(dag_id: str, page: int, size: int | None) -> dict:
     from lakecleaner.airflow.dashboard import load_overview
 
-    return _recorded(lambda: load_overview(_config(), page, size))
+    cfg = _config(_lake(dag_id))
+    return {"dag_id": dag_id, **_recorded(lambda: load_overview(cfg, page, size))}
 
 
-def _table_view(table: str, page: int, size: int | None) -> dict:
+def _group(lake: deployment.LakeDag, size: int | None) -> dict:
+    """One DAG's group of the index: its first page of tables, or why it cannot be shown. A bad
+    ``size`` is the request's fault (400); anything else wrong stays in this DAG's group."""
+    from lakecleaner.airflow.dashboard import PageError, Page, TABLES_PER_PAGE, load_overview
+
+    Page(1, TABLES_PER_PAGE if size is None else size, 0)  # raises PageError before any DAG is read
+    try:
+        return {"dag_id": lake.dag_id, "error": None, **load_overview(lake.load(), 1, size)}
+    except PageError:
+        raise
+    except deployment.Unconfigured as exc:
+        return {"dag_id": lake.dag_id, "error": str(exc)}
+    except Exception as exc:  # noqa: BLE001 - one DAG's unreadable records do not hide the others
+        log.warning("lakecleaner: the tables of DAG %s cannot be read: %s", lake.dag_id, exc)
+        return {"dag_id": lake.dag_id, "error": f"lakecleaner DAG {lake.dag_id}: its records cannot be read: {exc}"}
+
+
+def _groups(user: BaseUser, size: int | None) -> list[dict]:
+    return _recorded(lambda: [_group(lake, size) for lake in readable_lake_dags(user)])
+
+
+def _table_view(dag_id: str, table: str, page: int, size: int | None) -> dict:
     from lakecleaner.airflow.dashboard import UnknownTable, load_table
 
+    cfg = _config(_lake(dag_id))
     try:
-        return _recorded(lambda: load_table(_config(), _checked(table), page, size))
+        return {"dag_id": dag_id, **_recorded(lambda: load_table(cfg, _checked(table), page, size))}
     except UnknownTable as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
 
@@ -163,13 +230,14 @@ def _path(request: Request, name: str, **params: str) -> str:
     return request.url_for(name, **params).path
 
 
-def page_links(request: Request, page: dict) -> dict:
-    """first/previous/next/last links of a listing (None where there is none), keeping the size."""
+def page_links(request: Request, page: dict, path: str | None = None) -> dict:
+    """first/previous/next/last links of a listing (None where there is none), keeping the size;
+    on ``path`` (default: the request's own)."""
     def at(n: int | None) -> str | None:
         if n is None:
             return None
         url = request.url.include_query_params(page=n, size=page["size"])
-        return f"{url.path}?{url.query}"
+        return f"{path or url.path}?{url.query}"
 
     return {"page": page, "first": at(1) if page["page"] > 1 else None, "previous": at(page["previous"]),
             "next": at(page["next"]), "last": at(page["pages"]) if page["page"] < page["pages"] else None}
@@ -335,40 +403,65 @@ async def _html_errors(request: Request, exc: StarletteHTTPException):
                   login=login, ti=None)
 
 
-def _docs_link(request: Request, q: dict | None) -> str | None:
+def _docs_link(request: Request, dag_id: str, q: dict | None) -> str | None:
     if not q:
         return None
-    return _path(request, "docs", path=q.get("docs_page") or "index.html")
+    return _path(request, "docs", dag_id=dag_id, path=q.get("docs_page") or "index.html")
+
+
+def _listing(request: Request, group: dict, dag_page: bool) -> dict:
+    """A DAG's group as the templates show it: links to its tables, its Data Docs, its JSON, its
+    pager (on the grouped index, the pager leads into the DAG's own list)."""
+    from lakecleaner.airflow.dashboard import valid_table_name
+
+    dag_id = group["dag_id"]
+    out = {**group, "href": _path(request, "dag_page", dag_id=dag_id),
+           "json_href": _path(request, "api_dag_tables", dag_id=dag_id),
+           "docs_href": _path(request, "docs", dag_id=dag_id, path="index.html")}
+    if group.get("error") is None:
+        for row in group["tables"]:  # a listed name the pages refuse (not an identifier) gets no link
+            row["href"] = (_path(request, "table_page", dag_id=dag_id, table=row["table"])
+                           if valid_table_name(row["table"]) else None)
+            row["docs_href"] = _docs_link(request, dag_id, row["quality"])
+        out["links"] = page_links(request, group["page"], None if dag_page else out["href"])
+    return out
 
 
 @app.get("/", response_class=HTMLResponse, name="index")
-def index(request: Request, page: int = PageNumber, size: int | None = PageSize):
-    from lakecleaner.airflow.dashboard import valid_table_name
-
-    view = _overview(page, size)
-    for row in view["tables"]:  # a listed name the pages refuse (not an identifier) gets no link
-        row["href"] = _path(request, "table_page", table=row["table"]) if valid_table_name(row["table"]) else None
-        row["docs_href"] = _docs_link(request, row["quality"])
-    return render(request, "index.html", view=view, links=page_links(request, view["page"]),
-                  docs_href=_path(request, "docs", path="index.html"), json_href=_path(request, "api_tables"))
+def index(request: Request, user: GetUserDep, size: int | None = PageSize):
+    groups = [_listing(request, g, dag_page=False) for g in _groups(user, size)]
+    return render(request, "index.html", groups=groups, dag_page=False, json_href=_path(request, "api_dags"))
 
 
-@app.get("/tables/{table}", response_class=HTMLResponse, name="table_page")
-def table_page(request: Request, table: str, page: int = PageNumber, size: int | None = PageSize):
-    view = _table_view(table, page, size)
+@app.get("/dags/{dag_id}/", response_class=HTMLResponse, name="dag_page", dependencies=[can_read_dag])
+def dag_page(request: Request, dag_id: str, page: int = PageNumber, size: int | None = PageSize):
+    group = _listing(request, {"error": None, **_overview(dag_id, page, size)}, dag_page=True)
+    return render(request, "index.html", groups=[group], dag_page=True, index_href=_path(request, "index"),
+                  json_href=group["json_href"])
+
+
+@app.get("/dags/{dag_id}/tables/{table}", response_class=HTMLResponse, name="table_page",
+         dependencies=[can_read_dag])
+def table_page(request: Request, dag_id: str, table: str, page: int = PageNumber, size: int | None = PageSize):
+    view = _table_view(dag_id, table, page, size)
     return render(request, "table.html", v=view, charts=table_charts(view),
-                  links=page_links(request, view["runs_page"]), index_href=_path(request, "index"),
-                  docs_href=lambda p: _path(request, "docs", path=p))
+                  links=page_links(request, view["runs_page"]), dag_href=_path(request, "dag_page", dag_id=dag_id),
+                  docs_href=lambda p: _path(request, "docs", dag_id=dag_id, path=p))
 
 
-@app.get("/api/tables", name="api_tables")
-def api_tables(page: int = PageNumber, size: int | None = PageSize):
-    return _overview(page, size)
+@app.get("/api/dags", name="api_dags")
+def api_dags(user: GetUserDep, size: int | None = PageSize):
+    return {"dags": _groups(user, size)}
 
 
-@app.get("/api/tables/{table}", name="api_table")
-def api_table(table: str, page: int = PageNumber, size: int | None = PageSize):
-    return _table_view(table, page, size)
+@app.get("/api/dags/{dag_id}/tables", name="api_dag_tables", dependencies=[can_read_dag])
+def api_dag_tables(dag_id: str, page: int = PageNumber, size: int | None = PageSize):
+    return _overview(dag_id, page, size)
+
+
+@app.get("/api/dags/{dag_id}/tables/{table}", name="api_table", dependencies=[can_read_dag])
+def api_table(dag_id: str, table: str, page: int = PageNumber, size: int | None = PageSize):
+    return _table_view(dag_id, table, page, size)
 
 
 # GX's Data Docs load scripts from CDNs (no subresource integrity). Served under Airflow's origin, a
@@ -378,14 +471,15 @@ def api_table(table: str, page: int = PageNumber, size: int | None = PageSize):
 DOCS_CSP = "sandbox allow-scripts allow-popups allow-popups-to-escape-sandbox; frame-ancestors 'self'"
 
 
-@app.get("/docs/{path:path}", name="docs")
-def docs(path: str):
-    """A file of the Data Docs site, never anything outside it (``..``, encoded or not, absolute
-    paths and symlinks leading out are all refused with 404)."""
+@app.get("/dags/{dag_id}/docs/{path:path}", name="docs", dependencies=[can_read_dag])
+def docs(dag_id: str, path: str):
+    """A file of the DAG's Data Docs site (under its config's state root), never anything outside
+    it (``..``, encoded or not, absolute paths and symlinks leading out are all refused with 404)."""
     from lakecleaner.core.quality_results import docs_dir
 
+    cfg = _config(_lake(dag_id))
     try:
-        root = docs_dir(_config()).resolve()
+        root = docs_dir(cfg).resolve()
     except ValueError as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
     if path == "" or path.endswith("/"):
@@ -400,23 +494,25 @@ def docs(path: str):
 
 
 @app.get("/ti/{dag_id}/{run_id}/{task_id}/{map_index}", name="task_instance",
-         dependencies=[Depends(requires_access_dag(method="GET", access_entity=DagAccessEntity.TASK_INSTANCE))])
+         dependencies=[can_read_dag, can_read_task_instances])
 def task_instance(request: Request, dag_id: str, run_id: str, task_id: str, map_index: str):
     """The task-instance tab: a lakecleaner application's rendered map index names its tables (one
-    table: its page; several: a link to each)."""
-    rendered = rendered_map_index(dag_id, run_id, task_id, map_index)
+    table: its page; several: a link to each), in the DAG's own config."""
     from lakecleaner.airflow.dashboard import evaluated_tables, valid_table_name
     from lakecleaner.core.scheduler import tables_of_label
 
+    cfg = _config(_lake(dag_id))
+    rendered = rendered_map_index(dag_id, run_id, task_id, map_index)
     names, more = tables_of_label(rendered or "")
-    known = _recorded(lambda: {"tables": evaluated_tables(_config())})["tables"]
+    known = _recorded(lambda: {"tables": evaluated_tables(cfg)})["tables"]
     tables = [t for t in names if valid_table_name(t) and t in known]
     if len(names) == 1 and tables and not more:
-        return RedirectResponse(_path(request, "table_page", table=tables[0]), status_code=status.HTTP_303_SEE_OTHER)
+        return RedirectResponse(_path(request, "table_page", dag_id=dag_id, table=tables[0]),
+                                status_code=status.HTTP_303_SEE_OTHER)
     return render(request, "message.html", error=None, login=None, ti={
         "task_id": task_id, "map_index": map_index, "dag_id": dag_id, "rendered": rendered, "more": more,
-        "index_href": _path(request, "index"),
-        "tables": [{"name": t, "href": _path(request, "table_page", table=t)} for t in tables]})
+        "index_href": _path(request, "dag_page", dag_id=dag_id),
+        "tables": [{"name": t, "href": _path(request, "table_page", dag_id=dag_id, table=t)} for t in tables]})
 
 
 def rendered_map_index(dag_id: str, run_id: str, task_id: str, map_index: str) -> str | None:
