@@ -62,8 +62,11 @@ def test_the_layer_check_sees_imports_inside_functions(tmp_path):
     assert found == {"pyspark.sql", "airflow.sdk"}
 
 
-def test_the_core_loads_without_spark_or_airflow():
+def test_the_core_and_the_cli_load_without_spark_or_airflow():
+    """What the core's dependencies alone run: `lakecleaner evaluate` and `plan` on a machine without the
+    spark extra; the CLI imports a Spark-side module only inside the command that needs it."""
     modules = sorted(f"lakecleaner.core.{p.stem}" for p in (PACKAGE / "core").glob("*.py") if p.stem != "__init__")
+    modules += ["lakecleaner.cli", "lakecleaner.airflow.provider", "lakecleaner.airflow.dashboard"]
     code = (f"import sys\nfor m in {modules!r}: __import__(m)\n"
             "print(sorted({n.split('.')[0] for n in sys.modules} & {'pyspark', 'airflow', 'great_expectations'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

@@ -30,6 +30,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from pyspark import StorageLevel
+from pyspark.sql import functions as F, Window
+
 from lakecleaner.spark import catalog, plans
 from lakecleaner.core.append_times import read_append_times
 from lakecleaner.core.table import (CompactionError, TableRef, check_layout, conflict_error, first_line, create_unless_exists)
@@ -81,8 +84,6 @@ class Held:
         self.frames: list = []
 
     def __call__(self, df):
-        from pyspark import StorageLevel
-
         df = df.persist(StorageLevel.MEMORY_AND_DISK)
         self.frames.append(df)
         return df
@@ -254,8 +255,6 @@ def _dirty_records(spark, start: RunStart):
     the rules' columns. Records are dated by their data file only when some file is young enough
     for the lag to matter. Not persisted: Iceberg prunes a rescan to the dirty files, which costs
     less than caching."""
-    from pyspark.sql import functions as F
-
     fr, cutoff = start.fr, start.now_ms - start.tc.min_compaction_lag_ms
     records = dirty_scan(spark, start.ref, start.snapshot, fr, start.ckpt_offsets, start.files)
     any_young = any(r["appended_at"] > cutoff for r in start.files)
@@ -273,9 +272,6 @@ def _dirty_records(spark, start: RunStart):
 def _run_range(spark, start: RunStart, hold: Held, key_map_run: bool, rivals: CleanRivals | None) -> RunRange:
     """Phase 1: per partition, stop at the first record younger than the lag (rule 3); then share
     the budget (compaction.max.records.per.run) between partitions."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
     tc = start.tc
     dirty, young, any_young = _dirty_records(spark, start)
     anom = F.sum((~F.col("has_ver")).cast("int")).alias("anom")
@@ -339,8 +335,6 @@ class CleanPart:
 
 
 def _clean_part(start: RunStart, hold: Held) -> CleanPart:
-    from pyspark.sql import functions as F
-
     tc, fr, ckpt = start.tc, start.fr, start.ckpt
     in_clean = clean_pred(tc, start.ckpt_offsets) & ~fr.bad
     clean = fr.narrow(start.base.where(in_clean), with_tomb=False)
@@ -370,8 +364,6 @@ def _clean_side(spark, start: RunStart, hold: Held, rng: RunRange, bad: BadRecor
     """The clean part as the plans see it, and each partition's log end (rule 6), including bad
     records that are one. Returns the plans' context, the bad records kept as their partition's log
     end, and the run's ends."""
-    from pyspark.sql import functions as F
-
     tc, clean, expired_through = start.tc, part.clean, part.expired_through
     # Log end of partitions with no dirty record (only needed where something there may go), then
     # of every partition with bad records: those count too (rule 6 holds for a keyless record).
@@ -552,8 +544,6 @@ def _quarantine(spark, cfg: LakecleanerConfig, ref: TableRef, bad_rows, run_id: 
     A crash in between leaves a duplicate in quarantine, never a loss. The quarantine follows the
     source's schema (Iceberg's schema merge on write: added columns are added, dropped ones left
     null), so a source schema change does not fail every later run with bad rows."""
-    from pyspark.sql import functions as F
-
     qref = quarantine_table(cfg, ref)
     rows = bad_rows.withColumn("quarantine_run_id", F.lit(run_id)).withColumn(
         "quarantined_at", F.lit(now_ms).cast("bigint"))

@@ -21,6 +21,8 @@ import time
 import uuid
 from typing import Iterable
 
+from pyspark.sql.types import _parse_datatype_string
+
 from lakecleaner.core.table import CompactionError, conflict_error, create_unless_exists, first_line
 from lakecleaner.core.config import ConfigError, LakecleanerConfig
 from lakecleaner.spark.forget import (DEFAULT_INTERVAL_MS, Attribution, ForgetError, ForgetRequest, as_text, forget, rewrite_and_expire, scrub, utc)
@@ -40,8 +42,6 @@ def ensure_requests_table(spark, cfg: LakecleanerConfig) -> None:
 
 def enqueue(spark, cfg: LakecleanerConfig, request: ForgetRequest, now_ms: int) -> None:
     """Write one request's keys as pending rows."""
-    from pyspark.sql.types import _parse_datatype_string
-
     ensure_requests_table(spark, cfg)
     rows = [(request.request_id, request.table, {str(k): as_text(v) for k, v in key.items()}, utc(now_ms),
              request.requested_by, request.reason, PENDING, None, None, None) for key in request.keys]

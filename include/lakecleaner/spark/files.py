@@ -3,6 +3,8 @@ those metrics alone: which files the dirty and clean scans open, how to split th
 whether a file appended during a run may hold offsets inside its range. No data is read."""
 from __future__ import annotations
 
+from pyspark.sql import functions as F
+
 from lakecleaner.core.table import TableRef
 from lakecleaner.core.config import TableConfig
 from lakecleaner.core.strategies import RankBounds, Strategy, ident, version_as_long_sql
@@ -118,8 +120,6 @@ def data_files(spark, ref: TableRef, tc: TableConfig, snapshot: int,
     count, and the commit time of the snapshot that added each
     (the records' append time; from ``expired_times``, see append_times, once maintenance expired
     that snapshot)."""
-    from pyspark.sql import functions as F
-
     recorded = (F.element_at(F.create_map(*[F.lit(v) for kv in sorted(expired_times.items()) for v in kv]),
                              F.col("snapshot_id")) if expired_times else F.lit(None))
 
@@ -150,8 +150,6 @@ def data_files(spark, ref: TableRef, tc: TableConfig, snapshot: int,
 
 def _version_nulls(tc: TableConfig, with_metrics: set):
     """A data file's count of records whose version column is null (null: unknown, or no column)."""
-    from pyspark.sql import functions as F
-
     column = Strategy(tc).version_column
     if column not in with_metrics:
         return F.lit(None).cast("bigint")
@@ -161,8 +159,6 @@ def _version_nulls(tc: TableConfig, with_metrics: set):
 def _version_bound(entries, tc: TableConfig, with_metrics: set, bound: str):
     """A data file's version bound as strategies.version_as_long_sql renders a version (null:
     unknown)."""
-    from pyspark.sql import functions as F
-
     column = Strategy(tc).version_column
     if column not in with_metrics:
         return F.lit(None).cast("bigint")

@@ -32,6 +32,9 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping
 
+from pyspark.sql import functions as F
+from pyspark.sql.types import _parse_datatype_string, StringType, StructField, StructType
+
 from lakecleaner.spark import catalog
 from lakecleaner.core.table import (CompactionError, TableRef, conflict_error, create_unless_exists, first_line,
                                     layout_problem)
@@ -158,9 +161,6 @@ def parse_key(table: str, spec: Any, key_columns: tuple[str, ...]) -> dict[str, 
 def typed_keys(spark, ref: TableRef, tc: TableConfig, specs: Iterable[Any]):
     """The keys as a DataFrame with the key columns' own types (Spark's strict try_cast), deduplicated.
     Raises ForgetError, before anything is deleted, when a value does not convert."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType, StructField, StructType
-
     table = ref.short
     raw = [parse_key(table, s, tc.key_columns) for s in specs]
     if not raw:
@@ -315,8 +315,6 @@ class TableDelete:
 
 def _forget_in_table(spark, ref: TableRef, tc: TableConfig, keys) -> TableDelete:
     """Delete the keys' records of one snapshot by identity; retried on a concurrent cleaner's commit."""
-    from pyspark.sql import functions as F
-
     from lakecleaner.spark.frames import merge_delete
 
     last = None
@@ -359,8 +357,6 @@ def _forget_in_quarantine(spark, cfg: LakecleanerConfig, ref: TableRef, tc: Tabl
     can: such a compaction either checks the table after our delete committed (and stops before
     copying anything) or checked before it, and then its copy may land after this delete; the
     table is deleted from first to keep that window to one compaction's check-to-copy time."""
-    from pyspark.sql import functions as F
-
     qref = quarantine_table(cfg, ref)
     if not check_quarantine(spark, qref, ref):
         return {}
@@ -424,8 +420,6 @@ def _files_still_holding(spark, ref: TableRef, tc: TableConfig, keys, max_sequen
 def _holding(spark, ref: TableRef, tc: TableConfig, keys, by_id: list[str], by_name: list[str]) -> set[str]:
     """The files among these holding a record of the keys: ``by_id`` read by Iceberg field id,
     ``by_name`` (files without field ids) by the table's column names."""
-    from pyspark.sql import functions as F
-
     found = set()
     for paths, ids in ((by_id, True), (by_name, False)):
         if paths:
@@ -440,8 +434,6 @@ def _candidate_files(spark, ref: TableRef, tc: TableConfig, keys, max_sequence: 
     """{file path: format} of every data or equality-delete file a snapshot reaches (all_entries:
     tags' and branches' snapshots included) that existed at the request and whose bounds may hold
     one of the keys (no bounds: may)."""
-    from pyspark.sql import functions as F
-
     entries = spark.table(ref.meta("all_entries")).where("status < 2 AND data_file.content IN (0, 2)")
     if max_sequence is not None:
         entries = entries.where(F.col("sequence_number") <= F.lit(max_sequence))
@@ -480,9 +472,6 @@ def _parquet_field_ids(spark, enabled: bool):
 def _read_columns(spark, ref: TableRef, tc: TableConfig, paths: list[str], by_id: bool):
     """The key, partition and offset columns of files, deletes not applied; plus lc_file. Its
     actions run inside _parquet_field_ids(by_id)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StructField, StructType
-
     names = list(dict.fromkeys([*tc.key_columns, *(c for c in (tc.partition_column, tc.offset_column) if c)]))
     schema = iceberg_table(spark, ref, refresh=False).schema()
     types = {f.name: f.dataType for f in spark.table(ref.sql()).schema.fields}
@@ -570,8 +559,6 @@ def _deadline(spark, cfg: LakecleanerConfig, ref: TableRef, tc: TableConfig, now
 # ---------------------------------------------------------------- the audit record
 def ensure_audit_table(spark, cfg: LakecleanerConfig) -> None:
     """Create the audit table, or add the columns one from an earlier version lacks."""
-    from pyspark.sql.types import _parse_datatype_string
-
     create_unless_exists(lambda: spark.sql(
         f"CREATE NAMESPACE IF NOT EXISTS {ident(cfg.catalog.name)}.{ident(cfg.cleaner.meta_namespace)}"))
     create_unless_exists(lambda: spark.sql(f"CREATE TABLE IF NOT EXISTS {audit_table(cfg)} ({AUDIT_SCHEMA}) USING iceberg"))
@@ -591,8 +578,6 @@ def _audit_deleted(spark, cfg: LakecleanerConfig, request: ForgetRequest, result
                    deleted: TableDelete, by: Attribution) -> None:
     """One row per key as soon as its delete committed: when, which table, who asked and why, the
     key's hash and scheme, records removed, the partitions' highest offsets. Never the key."""
-    from pyspark.sql.types import _parse_datatype_string
-
     ensure_audit_table(spark, cfg)
     at = utc(request.requested_ms if request.requested_ms is not None else result.requested_ms)
     rows = [(result.request_id, result.table, at, int(at.timestamp() * 1000), h, int(deleted.counts.get(h, 0)), 0,

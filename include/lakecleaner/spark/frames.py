@@ -6,6 +6,8 @@ from __future__ import annotations
 import uuid
 from functools import reduce
 
+from pyspark.sql import functions as F
+
 from lakecleaner.core.table import TableRef
 from lakecleaner.core.config import TableConfig
 from lakecleaner.core.keyhash import PADS_VIEW, KeyHasher
@@ -24,8 +26,6 @@ class Frames:
     roles and the keep rule are the strategy's (strategies.Strategy), parsed from its SQL."""
 
     def __init__(self, tc: TableConfig):
-        from pyspark.sql import functions as F
-
         self.tc = tc
         self.strategy = s = Strategy(tc)
         self.p_raw = F.col(ident(tc.partition_column)) if tc.partition_column else None
@@ -49,8 +49,6 @@ class Frames:
         """The columns the rules need, plus the raw key/offset/partition values the MERGE matches on.
         The clean-part lookup leaves the tombstone out: deciding it reads the value column, the
         widest one, for the whole clean part; expired clean tombstones come from their own scan."""
-        from pyspark.sql import functions as F
-
         tomb = self.tomb if with_tomb else F.lit(False)
         return df.select(self.p.alias("p"), self.o.alias("o"), self.key.alias("key"), tomb.alias("tomb"),
                          self.version.alias("ver"), self.has_version.alias("has_ver"),
@@ -82,8 +80,6 @@ def _partition_ident(tc: TableConfig) -> str | None:
 def partition_pred(p_col: str | None, o_col: str, bounds: dict, op: str, unbounded_default: bool):
     """OR over partitions of (p = X AND o <op> bound) (strategies.checkpoint_sql); partitions absent
     from bounds take the default."""
-    from pyspark.sql import functions as F
-
     pred = checkpoint_sql(p_col, o_col, bounds, op)
     if pred is None:
         return F.lit(unbounded_default)
@@ -121,8 +117,6 @@ def at_positions(p_col, o_col, positions: dict):
     """Records at these (partition, offset) positions; false, never null, for a null partition or
     offset, so that its negation keeps such a record. An OR of equalities, which Iceberg can prune
     files by: the filter for scans of a few positions (at_log_ends tests many rows)."""
-    from pyspark.sql import functions as F
-
     if not positions:
         return F.lit(False)
     at = reduce(lambda a, b: a | b, [(p_col == F.lit(p)) & (o_col == F.lit(o)) for p, o in positions.items()])
@@ -136,8 +130,6 @@ def at_log_ends(p_col, o_col, log_end: dict):
     costs a comparison per position per row, but Iceberg can prune files by it, which these look-ups
     do not allow: it stays the filter for scans. The key map's MERGE source then needs no job to
     broadcast the log ends."""
-    from pyspark.sql import functions as F
-
     if not log_end:
         return F.lit(False)
     ends = F.expr("map(" + ", ".join(f"{int(p)}L, {int(o)}L" for p, o in log_end.items()) + ")")
@@ -148,8 +140,6 @@ def at_log_ends(p_col, o_col, log_end: dict):
 def join_side(df, rows: int):
     """The small side of a join with the table: broadcast up to BROADCAST_ROWS_MAX rows (the table
     then streams at scan speed), else a sort-merge join, which spills: memory stays bounded."""
-    from pyspark.sql import functions as F
-
     return F.broadcast(df) if rows <= BROADCAST_ROWS_MAX else df.hint("merge")
 
 

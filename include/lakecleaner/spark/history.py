@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import logging
 
+from pyspark.sql.types import _parse_datatype_string
+
 from lakecleaner.core.config import LakecleanerConfig
 from lakecleaner.core.history import HISTORY_SCHEMA
 from lakecleaner.core.table import create_unless_exists, first_line
@@ -15,8 +17,6 @@ log = logging.getLogger("lakecleaner")
 def ensure_history_table(spark, cfg: LakecleanerConfig) -> None:
     """Create the run history table, or add the columns a table from an earlier version lacks
     (Iceberg adds columns in metadata only; old rows read them as null)."""
-    from pyspark.sql.types import _parse_datatype_string
-
     # IF NOT EXISTS is itself check-then-create inside Spark: another process can win in between
     create_unless_exists(lambda: spark.sql(
         f"CREATE NAMESPACE IF NOT EXISTS `{cfg.catalog.name}`.`{cfg.cleaner.meta_namespace}`"))
@@ -32,8 +32,6 @@ def ensure_history_table(spark, cfg: LakecleanerConfig) -> None:
 def record_history(spark, cfg: LakecleanerConfig, stats: dict) -> None:
     """Append the run's figures to <catalog>.lakecleaner.run_history (the UI charts it)."""
     import datetime as dt
-
-    from pyspark.sql.types import _parse_datatype_string
 
     schema = _parse_datatype_string(HISTORY_SCHEMA)
     row = {f.name: None for f in schema.fields}

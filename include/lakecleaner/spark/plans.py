@@ -15,6 +15,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pyspark.sql import functions as F, Window
+
 from lakecleaner.core.table import CompactionError, TableRef
 from lakecleaner.core.config import TableConfig
 from lakecleaner.spark.files import may_hold_run_offsets
@@ -81,8 +83,6 @@ class RankedPlan(Plan):
     read: int = 0
 
     def commit(self, run_id: str) -> bool:
-        from pyspark.sql import functions as F
-
         fr = self.ctx.fr
         removals = self.decided.where(F.col("reason").isNotNull()).select(*[n for n, _ in fr.match])
         if self.bad_rows is not None:
@@ -102,9 +102,6 @@ def ranked_plan(ctx: RunContext, retained: dict, bad_rows, n_bad: int) -> Plan:
     """Look up the cleaned records of the run's keys, rank every candidate by the strategy, and
     remove the losers (plus expired tombstones and ``bad_rows``, the bad records that go) by exact
     identity."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
     fr, clean, in_run = ctx.fr, ctx.clean, ctx.in_run
     run_keys = in_run.select("p", "key")
     if retained:  # keys of records kept only as the log end are examined again
@@ -159,8 +156,6 @@ def ranked_plan(ctx: RunContext, retained: dict, bad_rows, n_bad: int) -> Plan:
 def bad_figures(fr: Frames, bad_rows, retained: dict) -> list[dict]:
     """Per partition (None: a null partition), the bad records, their highest offset, and how many
     of them an earlier run copied to quarantine and kept as the log end (those in ``retained``)."""
-    from pyspark.sql import functions as F
-
     return [r.asDict() for r in bad_rows.groupBy(fr.p.alias("p")).agg(
         F.count("*").alias("n"), F.max(fr.o).alias("end"),
         F.sum(at_positions(fr.p, fr.o, retained).cast("int")).alias("copied_before")).collect()]
@@ -190,8 +185,6 @@ def key_map(in_run, strategy: Strategy, bounds: RankBounds | None = None, rivals
     bigint where Iceberg's metrics bound the run (``bounds``, strategies.packed_rank_sql): Spark
     then aggregates in a hash table, not by sorting; ``outside`` counts run records outside the
     bounds, which stop the run (key_map_sums)."""
-    from pyspark.sql import functions as F
-
     found = _clean_rivals(in_run, strategy, rivals) if strategy.versioned and rivals is not None else None
     rows = in_run.selectExpr("p", "key", "o", "tomb", "ver", "has_ver", "true AS in_run")
     rival_aggs = []
@@ -234,8 +227,6 @@ def _clean_rivals(in_run, strategy: Strategy, rivals: CleanRivals):
     besides), which streams at scan speed; the few matches are reduced to one per key (the
     clean-part invariant is one record per key, but nothing enforces it against appends below the
     checkpoint)."""
-    from pyspark.sql import functions as F
-
     late, clean = in_run, rivals.clean
     version_type = in_run.schema["ver"].dataType.simpleString()
     as_long = version_as_long_sql("ver", version_type)
@@ -266,8 +257,6 @@ def key_map_sums(kmap, ref: TableRef, bounds: RankBounds | None = None) -> list[
     ``expired_o``), and whether the key of its last offset keeps another record (``end_loses``: a
     log end that loses, rule 6). Stops the run if a record lies outside the bounds its rank was
     packed with."""
-    from pyspark.sql import functions as F
-
     clean_wins = F.col("clean_o").isNotNull()
     expired_o = F.when(F.coalesce(F.col("clean_expired"), F.lit(False)), F.col("clean_o"))
     loses = (F.col("winner_o") != F.col("top_o")) | clean_wins
@@ -301,8 +290,6 @@ def decide_keys(ctx: "RunContext", kmap, sums: list[dict]) -> KeyDecision:
     found beats it (a late lower version loses to its cleaned winner, which stays, or goes if it is
     a tombstone past its horizon). Under the offset strategy a run's record always beats the
     cleaned ones."""
-    from pyspark.sql import functions as F
-
     none = F.lit(None).cast("bigint")
     new_tombstones = sum(r["new_tombstones"] for r in sums)
     if not ctx.fr.strategy.versioned:
@@ -362,8 +349,6 @@ def key_map_plan(ctx: "RunContext", kmap=None, sums=None, bad_rows=None, n_bad: 
     prefix of each partition), so nothing past the run is touched. Expired tombstones whose key has
     no record in the run join the map alone (from = through = their offset, nothing kept), and so do
     ``bad_rows``, the ``n_bad`` bad records that go to quarantine (rule 7), by their exact identity."""
-    from pyspark.sql import functions as F
-
     tc = ctx.tc
     if kmap is None:  # otherwise built from the dirty part, which is the whole run (see engine._run_range)
         rivals = replace(ctx.rivals, late_bound=ctx.n_run) if ctx.rivals else None
@@ -409,8 +394,6 @@ class _ExpiryOnly:
 
 
 def _expiry_only(ctx: "RunContext", kmap) -> _ExpiryOnly:
-    from pyspark.sql import functions as F
-
     if ctx.expired_clean is None:
         return _ExpiryOnly(None, 0, 0, {})
     expiry_only = ctx.hold(ctx.expired_clean.join(kmap.select("p", "key"), ["p", "key"], "left_anti")

@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from pyspark.sql import functions as F
+
 from lakecleaner.core.config import CHECKPOINT_PROPERTY, DEFAULT_INTERVAL_MS, LakecleanerConfig, TableConfig
 from lakecleaner.core.table import TableRef
 from lakecleaner.spark.catalog import load_table_config
@@ -206,8 +208,6 @@ class QualitySuites:
                  interval_ms: int = DEFAULT_INTERVAL_MS, raise_on_failure: bool = True) -> dict:
         """Run the table's suites and keep the result; raise QualityError on a failed rule whose
         severity is 'fail'."""
-        from pyspark.sql import functions as F
-
         from lakecleaner.core.evaluate import evaluate_table
         from lakecleaner.core.metadata import MetadataReader
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pyspark.sql import SparkSession
+
 from lakecleaner.core.table import TableRef, first_line
 from lakecleaner.core.config import ConfigError, LakecleanerConfig, is_compacted, resolve_table
 from lakecleaner.core.strategies import Strategy
@@ -83,7 +85,6 @@ def register_with_own_session(cfg: LakecleanerConfig, view: LatestView) -> None:
     """Register from the CLI: a Spark session in this process (only for catalogs that may have
     views), stopped afterwards unless it was already running."""
     check_views_supported(cfg, view)
-    from pyspark.sql import SparkSession
 
     from lakecleaner.spark.session import get_spark
 
