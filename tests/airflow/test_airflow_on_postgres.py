@@ -311,7 +311,7 @@ def test_airflow_backfill_create_cleans_each_interval_as_of_its_end(spark, pg_co
     assert expected != _replay(live.records, live.tc, [(e, None) for e in ends])[0]
 
     # the Lake Cleaner page lists the backfill's runs
-    view = live.airflow.api_get(f"/lakecleaner/api/tables/{BF_TABLE}")
+    view = live.airflow.api_get(f"/lakecleaner/api/dags/lakecleaner/tables/{BF_TABLE}")
     assert sorted((r["now_ms"], r["status"]) for r in view["runs"]) == [(e, "committed") for e in ends], view["runs"]
     # and Airflow marks the backfill complete (its scheduler looks every 30 s)
     live.airflow.wait("the backfill to be marked complete", lambda: live.airflow.query(

@@ -33,6 +33,7 @@ airflow.cfg (lakecleaner.airflow.provider.OPTIONS), read when the DAG file is pa
 """
 from __future__ import annotations
 
+import copy
 import functools
 import logging
 import os
@@ -155,7 +156,7 @@ def lakecleaner_dag(dag_id: str = "lakecleaner", config: str | os.PathLike | Non
 
     @dag(dag_id=dag_id, schedule=schedule, catchup=False, max_active_runs=1, doc_md=__doc__,
          tags=[TAG, "iceberg", "spark", *tags], default_args=dag_kwargs.pop("default_args", {"retries": 0}),
-         params=dict(PARAMS), **dag_kwargs)
+         params=copy.deepcopy(PARAMS), **dag_kwargs)  # each DAG its own Param objects
     def lakecleaner():
         forget = SparkSubmitOperator.partial(task_id="forget", application=job_path("forget.py"), **submit)
         clean = SparkSubmitOperator.partial(task_id="clean", application=job_path("clean.py"),
