@@ -238,10 +238,32 @@ def test_the_install_is_the_lock_and_uses_nothing_of_the_checkout(deployment):
     assert not where["dev"], "lakecleaner_dev is importable from the installed venv"
 
 
+def test_the_installed_package_finds_its_own_data(deployment):
+    """As the code looks them up: the page's templates, the shipped default config (a warehouse in
+    the working directory), the driver's log4j file and the job files spark-submit runs by path."""
+    found = deployment.json("python", "-c", """if True:
+        import json, os
+        from lakecleaner.airflow.plugin import ENV
+        from lakecleaner.core.config import load_config
+        from lakecleaner.core.sparkconf import LOG4J_PROPERTIES
+        from lakecleaner.core.submit import job_path
+        pages = [ENV.get_template(f"lakecleaner/{p}.html").filename
+                 for p in ("base", "index", "macros", "message", "table")]
+        jobs = [job_path(j + ".py") for j in ("clean", "compact", "maintain", "validate", "forget")]
+        cfg = load_config()
+        print(json.dumps({"files": [*pages, *jobs, str(LOG4J_PROPERTIES), cfg.source],
+                          "all_there": all(map(os.path.isfile, [*pages, *jobs, str(LOG4J_PROPERTIES)])),
+                          "warehouse": cfg.catalog.warehouse}))""")
+    assert found["all_there"], found["files"]
+    assert all(Path(f).is_relative_to(deployment.venv) for f in found["files"]), found["files"]
+    assert found["warehouse"] == str(deployment.cwd / "warehouse")
+
+
 # ---------------------------------------------------------------- Airflow finds it by entry points alone
 def test_airflow_finds_the_provider_its_section_the_plugin_and_the_dag(deployment, lake):
     d = deployment
     providers = {p["package_name"]: p for p in d.json("airflow", "providers", "list", "-o", "json")}
+    assert "lakecleaner" in providers, f"Airflow lists no lakecleaner provider: {sorted(providers)}"
     assert providers["lakecleaner"]["version"] == VERSION
     plugins = [p for p in d.json("airflow", "plugins", "-o", "json") if p["name"] == "lakecleaner"]
     assert len(plugins) == 1, plugins  # registered once: by the airflow.plugins entry point
