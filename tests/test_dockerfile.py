@@ -153,17 +153,36 @@ def test_copy_sources_exist_and_are_in_the_build_context():
         elif any(ignored(m, patterns) for m in matches):
             problems.append(f"{src}: excluded from the build context by .dockerignore")
     assert not problems, "\n".join(problems)
-    # The allow-list keeps local state out and build leftovers out of the copied directories.
+    # The allow-list keeps local state, the development tools, DAG files and tests out, and build
+    # leftovers out of the copied directories.
     for path in (".venv/bin/python", ".git/config", "warehouse/db/t/metadata/v1.metadata.json",
-                 "include/lakecleaner.egg-info/PKG-INFO", "include/lakecleaner/__pycache__/cli.cpython-311.pyc"):
+                 "include/lakecleaner.egg-info/PKG-INFO", "include/lakecleaner/__pycache__/cli.cpython-311.pyc",
+                 "include/lakecleaner_dev/tables.py", "dags/lakecleaner_dag.py", "tests/conftest.py"):
         assert ignored(path, patterns), f".dockerignore lets {path} into the build context"
 
 
+def stages(instrs: list[tuple[str, str]]) -> list[tuple[str, str | None]]:
+    """(image, stage name or None) of each FROM, in order."""
+    out = []
+    for keyword, args in instrs:
+        if keyword == "FROM":
+            words = [w for w in args.split() if not w.startswith("--")]
+            out.append((words[0], words[2] if len(words) >= 3 and words[1].upper() == "AS" else None))
+    return out
+
+
 def test_base_image_matches_pins():
-    froms = [args.split()[0] for keyword, args in dockerfile_instructions() if keyword == "FROM"]
-    assert len(froms) == 1, f"expected one FROM, got {froms}"
-    tag = BASE_IMAGE_RE.match(froms[0])
-    assert tag, f"base image {froms[0]!r} is not apache/airflow:<version>-python<X.Y>"
+    froms = stages(dockerfile_instructions())
+    assert froms, "the Dockerfile has no FROM"
+    image, _ = froms[-1]  # the stage a deployment runs
+    tag = BASE_IMAGE_RE.match(image)
+    assert tag, f"final image {image!r} is not apache/airflow:<version>-python<X.Y>"
+    # earlier stages only build (the wheel): a plain Python image of the final image's Python
+    for builder, name in froms[:-1]:
+        assert name, f"FROM {builder}: a build stage needs a name (AS ...)"
+        python = re.match(r"^python:(\d+\.\d+)(?:[.-]|$)", builder)
+        assert python and python[1] == tag["python"], (
+            f"build stage {name} ({builder}) does not run the final image's Python {tag['python']}")
 
     for name in ("requirements.txt", "requirements.lock"):
         pins = [
@@ -183,3 +202,32 @@ def test_base_image_matches_pins():
     assert Requirement(f"python{requires_python}").specifier.contains(f"{tag['python']}.0"), (
         f"base image Python {tag['python']} is outside requires-python {requires_python}"
     )
+
+
+def final_stage(instrs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    last = max(i for i, (keyword, _) in enumerate(instrs) if keyword == "FROM")
+    return instrs[last:]
+
+
+def env_keys(args: str) -> list[str]:
+    """The variables an ENV instruction sets (KEY=value ... or the legacy KEY value)."""
+    words = shlex.split(args)
+    return [w.split("=", 1)[0] for w in words] if "=" in words[0] else [words[0]]
+
+
+def test_the_image_extends_airflow_and_configures_no_deployment():
+    """Packages only: the DAG file, the connection and the settings are the deployment's, and the
+    image's own Airflow stays the one it ships."""
+    final = final_stage(dockerfile_instructions())
+    keys = [k for keyword, args in final if keyword == "ENV" for k in env_keys(args)]
+    forbidden = [k for k in keys if k in ("AIRFLOW__CORE__DAGS_FOLDER", "AIRFLOW__CORE__PLUGINS_FOLDER")
+                 or k.startswith(("AIRFLOW_CONN_", "AIRFLOW__LAKECLEANER__", "LAKECLEANER_"))]
+    assert not forbidden, f"the image sets deployment settings: {forbidden}"
+    pip_runs = [args for keyword, args in final if keyword == "RUN" and "pip install" in args]
+    assert pip_runs, "the final stage installs nothing with pip"
+    for args in pip_runs:  # every install holds the image's Airflow, as the official docs do
+        assert '"apache-airflow==${AIRFLOW_VERSION}"' in args, f"RUN {args}: apache-airflow is not held"
+        assert "--constraint" not in args and " -c " not in args, f"RUN {args}: constraints would move the image's packages"
+    assert any('"lakecleaner[airflow] @ file://' in args for args in pip_runs), "the wheel is not installed with [airflow]"
+    users = [args for keyword, args in final if keyword == "USER"]
+    assert users and users[-1] == "50000", f"the image must end as the base image's airflow user (50000), not {users}"
