@@ -183,3 +183,19 @@ def test_a_dag_without_a_config_says_where_to_set_one(monkeypatch):
         config_path(None)
     monkeypatch.setenv("AIRFLOW__LAKECLEANER__CONFIG", "/etc/lake/a.yaml")
     assert config_path(None) == "/etc/lake/a.yaml" and config_path("/x.yaml") == "/x.yaml"
+
+
+def test_the_check_command_finds_a_spark_connection_kept_in_the_metadata_database(airflow_db, monkeypatch):
+    """`airflow connections add` writes to the database, where `airflow lakecleaner check` must look."""
+    from airflow.models.connection import Connection
+    from airflow.utils.session import create_session
+
+    from lakecleaner.airflow.commands import problems
+
+    with create_session() as session:
+        session.query(Connection).filter(Connection.conn_id == "spark_in_db").delete()
+        session.add(Connection(conn_id="spark_in_db", conn_type="spark", host="local[2]"))
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    assert problems("spark_in_db") == []
+    [missing] = problems("no_such_spark_connection")
+    assert "no Airflow connection 'no_such_spark_connection'" in missing

@@ -37,11 +37,12 @@ def create_pool(args) -> None:
 def problems(conn_id: str) -> list[str]:
     """What would make the DAG's Spark applications fail or go to the wrong place."""
     from airflow.exceptions import AirflowNotFoundException
-    from airflow.sdk import BaseHook
+    from airflow.models.connection import Connection
 
     out = []
-    try:
-        BaseHook.get_connection(conn_id)
+    try:  # the model's lookup: environment, secrets backends, then the metadata database (the SDK's
+        # BaseHook, outside a task, does not read the database)
+        Connection.get_connection_from_secrets(conn_id)
     except AirflowNotFoundException:
         out.append(f"no Airflow connection {conn_id!r}: SparkSubmitHook would fall back to master yarn. Define it "
                    "(airflow connections add, a secrets backend, or AIRFLOW_CONN_...), e.g. host local[*] for Spark "

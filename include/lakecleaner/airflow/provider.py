@@ -18,7 +18,7 @@ SECTION = "lakecleaner"
 @dataclass(frozen=True)
 class Option:
     """One option of the [lakecleaner] section: its one default, for the provider info and the code
-    that reads it (lakecleaner.airflow.settings)."""
+    that reads it (lakecleaner.airflow.dag.setting)."""
     name: str
     type: str  # the provider schema's: string | boolean | integer | float
     default: str
