@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 # A value as one shell word, whatever it holds: a checkout path may have spaces, quotes or $(...) in it.
 shq = '$(subst ','\'',$(1))'
 
-.PHONY: install demo test unit bench chaos lint lint-py clean airflow airflow-pg browser-deps pg-deps
+.PHONY: install demo test unit unit-py312 bench chaos lint lint-py clean airflow airflow-pg browser-deps pg-deps
 
 # The editable install's metadata is the dist-info in site-packages; setuptools also leaves an
 # egg-info in include/, which the editable path puts on sys.path, so Airflow would load the
@@ -31,12 +31,32 @@ DEV := PYTHONPATH=$(call shq,$(CURDIR)/include)
 demo: $(STAMP)
 	$(DEV) $(BIN)/python -m lakecleaner_dev.demo
 
-# ruff first: a finding fails the target before the (long) tests start
-test: $(STAMP) lint-py browser-deps pg-deps
+# ruff and the unit tests on Python 3.12 first: a finding fails the target before the (long) tests start
+test: $(STAMP) lint-py unit-py312 browser-deps pg-deps
 	$(BIN)/python -m pytest -q
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit
+
+# The unit tests on Python 3.12 (README "Python versions"), in a venv of their own with only what they
+# need, at requirements.lock's versions (setuptools: pyspark 3.5 imports distutils). Part of `make test`.
+# python3.12 from PATH, else pyenv's (its shim on PATH answers only where pyenv selects a 3.12).
+PYTHON312 ?= $(shell for p in python3.12 "$${PYENV_ROOT:-$$HOME/.pyenv}"/versions/3.12*/bin/python3.12; do \
+	"$$p" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null && { command -v "$$p"; break; }; done)
+VENV312   := .venv-py312
+STAMP312  := $(VENV312)/.installed-stamp
+UNIT_DEPS := pytest pytest-timeout hypothesis pyyaml 'pyiceberg[pyarrow]' pyspark snowpark-connect-deps-iceberg \
+	croniter setuptools
+
+$(STAMP312): requirements.lock
+	@test -n $(call shq,$(PYTHON312)) || { echo "make unit-py312 needs Python 3.12 (python3.12 on PATH, or PYTHON312=...)" >&2; exit 1; }
+	test -x $(VENV312)/bin/python || $(call shq,$(PYTHON312)) -m venv $(VENV312)
+	$(VENV312)/bin/pip install --quiet --upgrade pip
+	$(VENV312)/bin/pip install --quiet -c requirements.lock $(UNIT_DEPS)
+	touch $(STAMP312)
+
+unit-py312: $(STAMP312)
+	$(DEV) $(VENV312)/bin/python -m pytest -q tests/unit
 
 # Fault test with figures: 20 cleaning runs SIGKILLed at random points while another process appends,
 # on the JDBC catalog on a throwaway PostgreSQL (tests/chaos.py; a short series runs in `make test`).
