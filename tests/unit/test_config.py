@@ -838,20 +838,33 @@ def test_known_quality_rule_names_load(tmp_path):
     assert cfg.quality.severity == {"freshness (max.compaction.lag.ms)": "warn"}
 
 
-def test_every_rule_the_suites_build_is_a_known_name():
-    from lakecleaner.core.config import QUALITY_RULES
-    from lakecleaner.spark.quality import Forgotten, build_history_rules, build_rules
+def test_the_rules_the_suites_build_are_the_registry():
+    """The registry (lakecleaner.core.quality_rules) names every rule the suites build and no other:
+    quality.severity, results and the UI speak one vocabulary."""
+    from lakecleaner.core.quality_rules import FORGOTTEN_STAY_FORGOTTEN, QUALITY_RULES
+    from lakecleaner.spark.quality import Forgotten, Rule, build_history_rules, build_rules
     from lakecleaner.core.rules import Checkpoint
 
     ckpt = Checkpoint(offsets={0: 9}, history=[(0, {0: 9}, 1)])
+    built = set()
     for _strategy, props in (("offset", {}), ("timestamp", {"compaction.strategy": "timestamp"}),
                             ("header", {"compaction.strategy": "header", "compaction.strategy.header": "v"}),
                             ("column", {"compaction.strategy": "column", "compaction.strategy.column": "ver"})):
         tc = resolve_table(TABLE, props, {**ALL_COLUMNS, "ver": "bigint"})
         rules = build_rules(tc, ckpt, 10**12, 1, 5, 0.05, forgotten=(Forgotten("(SELECT 1)", "sha2('', 256)"),))
         names = {r.name for r in rules} | {r.name for r in build_history_rules(tc)}
-        assert "forgotten keys stay forgotten" in names
-        assert names <= set(QUALITY_RULES), names - set(QUALITY_RULES)
+        assert FORGOTTEN_STAY_FORGOTTEN in names
+        built |= names
+    assert built == set(QUALITY_RULES) and len(QUALITY_RULES) == len(set(QUALITY_RULES))
+    with pytest.raises(ValueError, match="not in lakecleaner.core.quality_rules"):
+        Rule("one record per kee", "", "SELECT 1")
+
+
+def test_quality_severity_accepts_every_rule_of_the_registry(tmp_path):
+    from lakecleaner.core.quality_rules import QUALITY_RULES
+
+    text = "quality:\n  severity:\n" + "".join(f"    '{name}': warn\n" for name in QUALITY_RULES)
+    assert load_config(write(tmp_path, text)).quality.severity == {name: "warn" for name in QUALITY_RULES}
 
 
 @pytest.mark.parametrize("raw", ["1_000", "1e3", "0x10", "١٢"])

@@ -25,12 +25,6 @@ CHECKPOINT_PROPERTY = "lakecleaner.checkpoint"
 # count one interval (a tombstone may outlive its horizon by one; an erasure deadline adds one).
 DEFAULT_INTERVAL_MS = 15 * 60_000
 STRATEGIES = ("offset", "timestamp", "header", "column")
-# The data-quality rules by name (lakecleaner.spark.quality builds them; quality.severity names them).
-QUALITY_RULES = ("tombstone expiry (delete.retention.ms)", "one record per key",
-                 *(f"the winner is right ({s} strategy)" for s in STRATEGIES), "no null keys outside quarantine",
-                 "offsets unique per partition", "anomalous versions below threshold",
-                 "freshness (max.compaction.lag.ms)", "tombstone expiry: none removed early (delete.retention.ms)",
-                 "forgotten keys stay forgotten")
 # A namespace, table or catalog name part (fullmatch: "$" would accept a trailing newline). Names
 # become SQL identifiers and file names under the state root, so nothing else is accepted.
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -600,6 +594,8 @@ def load_config(path: str | os.PathLike | None = None) -> LakecleanerConfig:
     budget = cleaner.application_budget_s
     if not isinstance(budget, (int, float)) or isinstance(budget, bool) or not 0 < budget < float("inf"):
         raise ConfigError(None, "cleaner.application_budget_s", budget, "must be a positive number of seconds")
+    from lakecleaner.core.quality_rules import QUALITY_RULES  # it imports this module
+
     quality = _section(raw, "quality", QualityConfig, str(path))
     if not isinstance(quality.severity, Mapping):
         raise ConfigError(None, "quality.severity", quality.severity, "must be a mapping of rule name to fail or warn")
