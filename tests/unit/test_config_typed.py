@@ -1,0 +1,186 @@
+"""The YAML config as a typed model (lakecleaner.core.config): every section and value typed, each
+mistake a ConfigError naming the setting's path, and never a value under catalog, spark.conf or
+notifiers (they hold credentials; an error's text reaches logs and the plugin's HTTP answers)."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from lakecleaner.core.config import (CONFIG_ENV, CatalogConfig, CleanerConfig, ConfigError, LakecleanerConfig,
+                                     NotifierSpec, SparkConfig, load_config)
+
+SECRET = "FAKE-S3CR3T-c0ffee-4711"  # stands for a credential: must never appear in an error
+
+
+@pytest.fixture(autouse=True)
+def _no_config_env(monkeypatch):
+    monkeypatch.delenv(CONFIG_ENV, raising=False)
+
+
+def load_error(tmp_path, text: str) -> ConfigError:
+    path = tmp_path / "lakecleaner.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    err = info.value
+    assert str(err).startswith("lakecleaner config: "), str(err)
+    assert str(path) in str(err), str(err)  # which file, for CI
+    return err
+
+
+def assert_hidden(err: ConfigError, path: str, problem: str) -> None:
+    """The error names the path and the problem, and no value (neither the attribute nor the text)."""
+    msg = str(err)
+    assert err.prop == path, msg
+    assert msg.startswith(f"lakecleaner config: {path}: {problem}"), msg
+    assert err.value is None and err.hidden
+    assert SECRET not in msg and SECRET not in repr(err) and SECRET not in str(err.args)
+
+
+# ---------------------------------------------------------------- the issue's examples
+@pytest.mark.parametrize("text, path, problem", [
+    (f"spark:\n  conf: [spark.hadoop.fs.s3a.secret.key={SECRET}]\n", "spark.conf", "expected a mapping, got a list"),
+    (f"catalog:\n  properties: 'token={SECRET}'\n", "catalog.properties", "expected a mapping, got a string"),
+    ("catalog:\n  warehouse: 5\n", "catalog.warehouse", "expected a string, got an integer"),
+])
+def test_the_reviews_malformed_values_are_refused_at_load_naming_the_path(tmp_path, text, path, problem):
+    assert_hidden(load_error(tmp_path, text), path, problem)
+
+
+def test_a_driver_memory_with_more_in_it_is_refused(tmp_path):
+    err = load_error(tmp_path, "spark:\n  driver_memory: 2g --conf x=y\n")
+    assert err.prop == "spark.driver_memory" and err.value == "2g --conf x=y"  # not a secret path: shown
+    assert "must be a JVM memory size" in str(err)
+
+
+@pytest.mark.parametrize("size", ["2g", "512m", "1024", "4G", "2gb", "1t"])
+def test_driver_memory_sizes_spark_reads(size):
+    assert SparkConfig(driver_memory=size).driver_memory == size
+
+
+# ---------------------------------------------------------------- secrets never echoed
+@pytest.mark.parametrize("text, path, problem", [
+    # a typo'd credential key: the review's plugin answered 503 with the secret in it
+    (f"catalog:\n  propertis: {{credential: {SECRET}}}\n", "catalog.propertis", "unknown key"),
+    (f"catalog:\n  properties: {{credential: [{SECRET}]}}\n", "catalog.properties.credential",
+     "expected a string, number or boolean, got a list"),
+    (f"catalog:\n  spark_properties: {{jdbc.password: {{v: {SECRET}}}}}\n", "catalog.spark_properties.jdbc.password",
+     "expected a string, number or boolean, got a mapping"),
+    ("catalog:\n  pyiceberg_properties: {uri: null}\n", "catalog.pyiceberg_properties.uri",
+     "expected a string, number or boolean, got null"),
+    (f"catalog:\n  name: '{SECRET}'\n", "catalog.name", "must be a name of letters, digits and _"),
+    (f"catalog:\n  type: '{SECRET}'\n", "catalog.type", "must be one of hadoop, rest, sql, hive, glue"),
+    (f"catalog: '{SECRET}'\n", "catalog", "expected a mapping, got a string"),
+    (f"spark:\n  conf: {{spark.hadoop.fs.s3a.secret.key: [{SECRET}]}}\n", "spark.conf.spark.hadoop.fs.s3a.secret.key",
+     "expected a string, number or boolean, got a list"),
+    (f"spark:\n  conf: {{fs.s3a.secret.key: {SECRET}}}\n", "spark.conf.fs.s3a.secret.key",
+     "not a Spark setting (Spark's settings start with spark.)"),
+    (f"spark:\n  conf: '{SECRET}'\n", "spark.conf", "expected a mapping, got a string"),
+    (f"notifiers:\n  - class: x.Y\n    kwarg: {{token: {SECRET}}}\n", "notifiers[0].kwarg", "unknown key"),
+    (f"notifiers:\n  - class: x.Y\n    kwargs: {SECRET}\n", "notifiers[0].kwargs", "expected a mapping, got a string"),
+    (f"notifiers:\n  - class: '{SECRET}'\n", "notifiers[0].class", "must be an importable dotted path"),
+    (f"notifiers:\n  - class: x.Y\n    alerts: [{SECRET}]\n", "notifiers[0].alerts[0]", "must be one of uncleanable"),
+    (f"notifiers:\n  - '{SECRET}'\n", "notifiers[0]", "expected a mapping, got a string"),
+    (f"notifiers: {{token: {SECRET}}}\n", "notifiers", "expected a list, got a mapping"),
+])
+def test_no_value_under_catalog_spark_conf_or_notifiers_is_ever_echoed(tmp_path, text, path, problem):
+    assert_hidden(load_error(tmp_path, text), path, problem)
+
+
+def test_a_yaml_syntax_error_names_the_place_not_the_line(tmp_path):
+    """PyYAML's own message quotes the offending line: that line may be a credential."""
+    err = load_error(tmp_path, f"catalog:\n  properties: {{token: {SECRET}, ]\n")
+    assert err.prop == "<file>" and "not valid YAML" in str(err) and "line 2" in str(err)
+    assert SECRET not in str(err)
+
+
+def test_every_mistake_is_kept_the_first_is_the_message(tmp_path):
+    err = load_error(tmp_path, "cleaner:\n  threads: 0\nspark:\n  driver_memory: lots\n  master: ''\n")
+    assert err.prop == "spark.master"  # in the model's order: catalog, spark (master, ..., driver_memory), cleaner
+    assert [e.prop for e in err.problems] == ["spark.master", "spark.driver_memory", "cleaner.threads"]
+
+
+def test_the_hidden_value_form_of_config_error():
+    err = ConfigError(None, "catalog.properties.token", SECRET, "must be short")
+    assert str(err) == "lakecleaner config: catalog.properties.token: must be short"
+    assert err.value is None and err.hidden
+    shown = ConfigError(None, "cleaner.threads", 0, "must be a positive integer")
+    assert str(shown) == "lakecleaner config: cleaner.threads=0 is invalid: must be a positive integer"
+    assert shown.value == 0 and not shown.hidden
+    # any path, named without its value on request
+    assert str(ConfigError(None, "x.y", SECRET, "bad", hide_value=True)) == "lakecleaner config: x.y: bad"
+    assert "s3cr3t" not in str(ConfigError("db.t", "p", "s3cr3t", "bad", hide_value=True))
+
+
+# ---------------------------------------------------------------- what twelve of 41 let through
+@pytest.mark.parametrize("text, path", [
+    ("spark:\n  master: 5\n", "spark.master"),
+    ("spark:\n  master: 'local[2] --conf x=y'\n", "spark.master"),
+    ("spark:\n  iceberg_runtime: latest\n", "spark.iceberg_runtime"),
+    ("spark:\n  iceberg_runtime: [a]\n", "spark.iceberg_runtime"),
+    ("spark:\n  driver_memory: 2\n", "spark.driver_memory"),
+    ("spark:\n  conf: {spark.x: [1, 2]}\n", "spark.conf.spark.x"),
+    ("spark:\n  conf:\n", "spark.conf"),
+    ("catalog:\n  properties: [uri, x]\n", "catalog.properties"),
+    ("catalog:\n  spark_properties: 5\n", "catalog.spark_properties"),
+    ("catalog:\n  warehouse: [a, b]\n", "catalog.warehouse"),
+    ("catalog:\n  warehouse:\n", "catalog.warehouse"),
+    ("catalog:\n  name: 5\n", "catalog.name"),
+    ("cleaner:\n  state_location: 5\n", "cleaner.state_location"),
+    ("cleaner:\n  namespaces: [1]\n", "cleaner.namespaces"),
+    ("cleaner:\n  own_files_retention_days: 1.5\n", "cleaner.own_files_retention_days"),
+    ("quality:\n  severity: [one record per key]\n", "quality.severity"),
+    ("quality:\n  severity: {one record per key: error}\n", "quality.severity.one record per key"),
+    ("quality:\n  anomalous_share_max: '0.1.2'\n", "quality.anomalous_share_max"),
+    ("erasure: []\n", "erasure"),
+    ("erasure:\n  key_hash_secret_env: 5\n", "erasure.key_hash_secret_env"),
+    ("defaults:\n  delete.retention.ms: {a: 1}\n", "defaults.delete.retention.ms"),
+])
+def test_malformed_values_are_refused_naming_their_path(tmp_path, text, path):
+    assert load_error(tmp_path, text).prop == path
+
+
+def test_numbers_may_be_written_as_strings_as_an_environment_variable_gives_them(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("cleaner:\n  threads: '3'\n  application_budget_s: '90.5'\nquality:\n  anomalous_share_max: '0.1'\n")
+    cfg = load_config(path)
+    assert (cfg.cleaner.threads, cfg.cleaner.application_budget_s, cfg.quality.anomalous_share_max) == (3, 90.5, 0.1)
+
+
+def test_scalar_properties_are_strings_for_both_engines(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("catalog:\n  type: rest\n  properties: {uri: 'http://r', retries: 3, ssl: true}\n"
+                    "spark:\n  conf: {spark.ui.enabled: false, spark.sql.shuffle.partitions: 4}\n")
+    cfg = load_config(path)
+    assert dict(cfg.catalog.properties) == {"uri": "http://r", "retries": "3", "ssl": "true"}
+    assert dict(cfg.spark.conf) == {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"}
+
+
+# ---------------------------------------------------------------- built in Python: the same model
+def test_a_config_built_in_python_is_checked_too():
+    with pytest.raises(ConfigError) as err:
+        SparkConfig(driver_memory="2g --conf x=y")
+    assert err.value.prop == "spark.driver_memory"
+    with pytest.raises(ConfigError) as err:
+        CatalogConfig(properties={"token": [SECRET]})
+    assert_hidden(err.value, "catalog.properties.token", "expected a string, number or boolean, got a list")
+    with pytest.raises(ConfigError) as err:
+        LakecleanerConfig(spark={"conf": [SECRET]})
+    assert_hidden(err.value, "spark.conf", "expected a mapping, got a list")
+    with pytest.raises(ConfigError, match="cleaner.thread"):
+        CleanerConfig(thread=2)
+
+
+def test_the_models_keep_the_shape_the_code_uses():
+    cfg = LakecleanerConfig(catalog=CatalogConfig(name="cat", type="rest", warehouse="s3://b/wh"),
+                            spark=SparkConfig(master="local[1]"), cleaner=CleanerConfig(namespaces=("a",)))
+    assert (cfg.catalog.name, cfg.spark.master, cfg.cleaner.namespaces, cfg.source) == ("cat", "local[1]", ("a",),
+                                                                                       "<built-in>")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.catalog.name = "other"  # type: ignore[misc]
+    changed = dataclasses.replace(cfg, cleaner=dataclasses.replace(cfg.cleaner, threads=4))
+    assert changed.cleaner.threads == 4 and changed.catalog == cfg.catalog
+    with pytest.raises(ConfigError, match="cleaner.threads"):
+        dataclasses.replace(cfg.cleaner, threads=0)  # replace checks as construction does
+    assert NotifierSpec("a.B", {"to": "x"}) == NotifierSpec(class_path="a.B", kwargs={"to": "x"})
