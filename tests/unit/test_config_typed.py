@@ -184,3 +184,71 @@ def test_the_models_keep_the_shape_the_code_uses():
     with pytest.raises(ConfigError, match="cleaner.threads"):
         dataclasses.replace(cfg.cleaner, threads=0)  # replace checks as construction does
     assert NotifierSpec("a.B", {"to": "x"}) == NotifierSpec(class_path="a.B", kwargs={"to": "x"})
+
+
+# ---------------------------------------------------------------- ${VAR} from the environment
+def load(tmp_path, text: str):
+    path = tmp_path / "lakecleaner.yaml"
+    path.write_text(text)
+    return load_config(path)
+
+
+def test_a_variable_is_replaced_by_its_environment_value(tmp_path, monkeypatch):
+    monkeypatch.setenv("LC_TEST_TOKEN", SECRET)
+    monkeypatch.setenv("LC_TEST_HOST", "rest.example")
+    monkeypatch.setenv("LC_TEST_THREADS", "3")
+    monkeypatch.setenv("LC_TEST_EMPTY", "")
+    cfg = load(tmp_path, "catalog:\n  type: rest\n  warehouse: s3://b/wh\n"
+                         "  properties: {uri: 'https://${LC_TEST_HOST}:8181/v1', token: '${LC_TEST_TOKEN}'}\n"
+                         "cleaner:\n  threads: ${LC_TEST_THREADS}\n  namespaces: ['${LC_TEST_EMPTY}a']\n"
+                         "notifiers:\n  - class: x.Y\n    kwargs: {subject: '{{ alert.subject }} on ${LC_TEST_HOST}'}\n")
+    assert dict(cfg.catalog.properties) == {"uri": "https://rest.example:8181/v1", "token": SECRET}
+    assert cfg.cleaner.threads == 3 and cfg.cleaner.namespaces == ("a",)  # a set but empty variable is ""
+    assert cfg.notifiers[0].kwargs == {"subject": "{{ alert.subject }} on rest.example"}
+
+
+def test_an_unset_variable_is_an_error_naming_it_and_the_path(tmp_path, monkeypatch):
+    monkeypatch.delenv("LC_TEST_UNSET", raising=False)
+    err = load_error(tmp_path, "catalog:\n  properties: {token: '${LC_TEST_UNSET}'}\n")
+    assert_hidden(err, "catalog.properties.token", "environment variable LC_TEST_UNSET is not set")
+    err = load_error(tmp_path, "cleaner:\n  state_location: /data/${LC_TEST_UNSET}/state\n")
+    assert err.prop == "cleaner.state_location" and "environment variable LC_TEST_UNSET is not set" in str(err)
+
+
+@pytest.mark.parametrize("written, loaded", [
+    ("$${LC_TEST_TOKEN}", "${LC_TEST_TOKEN}"),  # $${ is a literal ${
+    ("a$$b", "a$$b"),  # any other $ is itself
+    ("$x ${LC_TEST_HOST} $", "$x h $"),
+    ("$$${LC_TEST_HOST}", "$${LC_TEST_HOST}"),
+])
+def test_dollar_dollar_brace_is_a_literal(tmp_path, monkeypatch, written, loaded):
+    monkeypatch.setenv("LC_TEST_TOKEN", SECRET)
+    monkeypatch.setenv("LC_TEST_HOST", "h")
+    assert load(tmp_path, f"cleaner:\n  state_location: '{written}'\n").cleaner.state_location == loaded
+
+
+@pytest.mark.parametrize("written", ["${LC_TEST", "${}", "${1X}", "${A-B}", "${A:-default}"])
+def test_a_malformed_reference_is_an_error(tmp_path, written):
+    err = load_error(tmp_path, f"spark:\n  conf: {{spark.x: '{written}'}}\n")
+    assert err.prop == "spark.conf.spark.x" and "malformed ${" in str(err) and "$${" in str(err)
+
+
+def test_a_value_from_the_environment_is_not_read_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("LC_TEST_TOKEN", "${NOT_A_REFERENCE}")
+    assert load(tmp_path, "catalog:\n  properties: {t: '${LC_TEST_TOKEN}'}\n").catalog.properties["t"] == \
+        "${NOT_A_REFERENCE}"
+
+
+def test_a_config_document_keeps_literal_dollar_braces(tmp_path):
+    """config_document hands a config to another process as YAML: a value holding ${ (a password) is
+    written as $${, so the other process reads the same value."""
+    import yaml
+
+    from lakecleaner.core.config import config_document
+
+    cfg = LakecleanerConfig(catalog=CatalogConfig(type="rest", warehouse="s3://b/wh",
+                                                  properties={"credential": "p${a}$${b}"}))
+    path = tmp_path / "doc.yaml"
+    path.write_text(yaml.safe_dump(config_document(cfg, cleaner={"state_location": "/s/${x}"})))
+    loaded = load_config(path)
+    assert loaded.catalog == cfg.catalog and loaded.cleaner.state_location == "/s/${x}"

@@ -850,17 +850,53 @@ def _config_error(exc: ValidationError, tp: Any, root: str, source: str | None =
 # ---------------------------------------------------------------- loading
 def config_document(cfg: LakecleanerConfig, **sections: Mapping[str, Any]) -> dict[str, Any]:
     """``cfg``'s catalog and Spark sections as the YAML ``load_config`` reads, plus ``sections``: for
-    code that hands a configuration built in Python to another process (spark-submit, the CLI, Airflow)."""
+    code that hands a configuration built in Python to another process (spark-submit, the CLI, Airflow).
+    Its values are literal (a ${ is written $${): what the other process loads is what was built."""
     c, s = cfg.catalog, cfg.spark
-    return {"catalog": {"name": c.name, "type": c.type, "warehouse": c.warehouse, "properties": dict(c.properties),
-                        "spark_properties": dict(c.spark_properties),
-                        "pyiceberg_properties": dict(c.pyiceberg_properties)},
-            "spark": {"master": s.master, "iceberg_runtime": s.iceberg_runtime, "driver_memory": s.driver_memory,
-                      "conf": dict(s.conf)},
-            **sections}
+    return _escaped({
+        "catalog": {"name": c.name, "type": c.type, "warehouse": c.warehouse, "properties": dict(c.properties),
+                    "spark_properties": dict(c.spark_properties), "pyiceberg_properties": dict(c.pyiceberg_properties)},
+        "spark": {"master": s.master, "iceberg_runtime": s.iceberg_runtime, "driver_memory": s.driver_memory,
+                  "conf": dict(s.conf)},
+        **sections})
 
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")  # a URI's (two letters at least: C: is a Windows drive)
+# ${NAME} is the environment variable's value; $${ is a literal ${. Anything else after ${ is refused
+# rather than kept (${VAR:-default} is a shell's, not ours).
+_REFERENCE = re.compile(r"\$\$\{|\$\{([^}]*)(\}?)")
+
+
+def _interpolate(value: Any, path: str, env: Mapping[str, str], source: str) -> Any:
+    """Every string value of the document with its ${NAME} references replaced (keys are names, kept)."""
+    if isinstance(value, Mapping):
+        return {k: _interpolate(v, _path(path, (k,)), env, source) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_interpolate(v, _path(path, (i,)), env, source) for i, v in enumerate(value)]
+    if not isinstance(value, str):
+        return value
+
+    def substitute(match: re.Match) -> str:
+        if match.group(0) == "$${":
+            return "${"
+        name = match.group(1)
+        if not match.group(2) or not IDENT.fullmatch(name):
+            raise ConfigError(None, path, value, "a malformed ${...}: write ${NAME} (letters, digits and _), or $${ "
+                                                 f"for a literal ${{ (in {source})")
+        if name not in env:
+            raise ConfigError(None, path, value, f"environment variable {name} is not set (in {source})")
+        return env[name]
+
+    return _REFERENCE.sub(substitute, value)
+
+
+def _escaped(value: Any) -> Any:
+    """``value`` as a document says it literally: each ${ written $${ (the reverse of _interpolate)."""
+    if isinstance(value, Mapping):
+        return {k: _escaped(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_escaped(v) for v in value]
+    return value.replace("${", "$${") if isinstance(value, str) else value
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -883,14 +919,15 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def load_config(path: str | os.PathLike | None = None) -> LakecleanerConfig:
-    """Load the YAML config: explicit path, else $LAKECLEANER_CONFIG, else the shipped default. A
+    """Load the YAML config: explicit path, else $LAKECLEANER_CONFIG, else the shipped default. Each
+    ${NAME} in a value is the environment variable's value ($${ a literal ${). A
     relative warehouse path of a hadoop catalog is resolved against the config file's directory; the
     shipped default's (a file inside the installed package) against the working directory. Every
     mistake is a ConfigError naming its path (its ``problems``: all of them)."""
     path = Path(path or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_PATH)
     if not path.exists():
         raise ConfigError(None, CONFIG_ENV, str(path), "config file not found")
-    doc = _read(path)
+    doc = _interpolate(_read(path), "", os.environ, str(path))
     catalog = doc.get("catalog", {})
     if isinstance(catalog, Mapping) and catalog.get("type", "hadoop") == "hadoop":
         warehouse = catalog.get("warehouse", "warehouse")
