@@ -847,6 +847,44 @@ def _config_error(exc: ValidationError, tp: Any, root: str, source: str | None =
     return problems[0]
 
 
+# ---------------------------------------------------------------- the JSON Schema
+# What an editor should allow where a value is a ${NAME} reference (the value comes at load time).
+_REFERENCE_SCHEMA = {"type": "string", "pattern": r"\$\{[A-Za-z_][A-Za-z0-9_]*\}"}
+
+
+def _referable(schema: Any) -> Any:
+    """``schema`` with every constrained value (a number, a boolean, an enum, a pattern) allowing a
+    ${NAME} reference too. Names (property names, keys) are never references."""
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    for key in ("properties", "$defs"):
+        if key in out:
+            out[key] = {name: _referable(sub) for name, sub in out[key].items()}
+    for key in ("items", "additionalProperties"):
+        if isinstance(out.get(key), dict):
+            out[key] = _referable(out[key])
+    if "anyOf" in out:
+        out["anyOf"] = [_referable(sub) for sub in out["anyOf"]]
+    types = out.get("type")
+    types = set(types) if isinstance(types, list) else {types}
+    constrained = "enum" in out or "pattern" in out or (types & {"integer", "number", "boolean"} and
+                                                         "string" not in types)
+    if "$ref" in out or "anyOf" in out or not constrained:
+        return out
+    meta = {key: out.pop(key) for key in ("title", "description", "default") if key in out}
+    return {**meta, "anyOf": [out, _REFERENCE_SCHEMA]}
+
+
+def config_schema() -> dict[str, Any]:
+    """The config file as JSON Schema (draft 2020-12), for editors and CI (``lakecleaner config schema``)."""
+    schema = _referable(_CONFIG.json_schema())
+    schema.pop("title", None)
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "lakecleaner configuration",
+            "description": "lakecleaner's YAML config (lakecleaner.core.config). A value may be ${NAME}, the "
+                           "environment variable's value at load time ($${ is a literal ${).", **schema}
+
+
 # ---------------------------------------------------------------- loading
 def config_document(cfg: LakecleanerConfig, **sections: Mapping[str, Any]) -> dict[str, Any]:
     """``cfg``'s catalog and Spark sections as the YAML ``load_config`` reads, plus ``sections``: for
