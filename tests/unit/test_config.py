@@ -508,15 +508,17 @@ def test_is_compacted(props, expected):
 
 
 # ================================================================ CatalogConfig
-@pytest.mark.parametrize("type_,spark_type", [
-    ("hadoop", "hadoop"), ("rest", "rest"), ("sql", "jdbc"), ("glue", "glue"), ("hive", "hive"),
+@pytest.mark.parametrize("type_,spark_type,warehouse", [
+    ("hadoop", "hadoop", "file:///data/wh"),  # a Hadoop catalog's warehouse is local (test_config_typed.py)
+    ("rest", "rest", "s3://bucket/wh"), ("sql", "jdbc", "s3://bucket/wh"), ("glue", "glue", "s3://bucket/wh"),
+    ("hive", "hive", "s3://bucket/wh"),
 ])
-def test_spark_conf_catalog_types(type_, spark_type):
-    conf = CatalogConfig(name="lake", type=type_, warehouse="s3://bucket/wh").spark_conf()
+def test_spark_conf_catalog_types(type_, spark_type, warehouse):
+    conf = CatalogConfig(name="lake", type=type_, warehouse=warehouse).spark_conf()
     assert conf == {
         "spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
         "spark.sql.catalog.lake.type": spark_type,
-        "spark.sql.catalog.lake.warehouse": "s3://bucket/wh",
+        "spark.sql.catalog.lake.warehouse": warehouse,
     }
 
 
@@ -737,8 +739,8 @@ def test_relative_config_path_with_relative_warehouse(tmp_path, monkeypatch):
     assert load_config("conf/lakecleaner.yaml").catalog.warehouse == str((tmp_path / "conf" / "wh").resolve())
 
 
-@pytest.mark.parametrize("warehouse", ["/abs/wh", "s3://bucket/wh", "file:///tmp/wh", "hdfs://nn:8020/wh"])
-def test_absolute_or_uri_hadoop_warehouse_kept(tmp_path, warehouse):
+@pytest.mark.parametrize("warehouse", ["/abs/wh", "file:///tmp/wh", "file:/tmp/wh"])  # a URI elsewhere is refused
+def test_absolute_or_file_uri_hadoop_warehouse_kept(tmp_path, warehouse):
     path = write(tmp_path, f"catalog:\n  type: hadoop\n  warehouse: '{warehouse}'\n")
     assert load_config(path).catalog.warehouse == warehouse
 

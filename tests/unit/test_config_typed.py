@@ -252,3 +252,31 @@ def test_a_config_document_keeps_literal_dollar_braces(tmp_path):
     path.write_text(yaml.safe_dump(config_document(cfg, cleaner={"state_location": "/s/${x}"})))
     loaded = load_config(path)
     assert loaded.catalog == cfg.catalog and loaded.cleaner.state_location == "/s/${x}"
+
+
+# ---------------------------------------------------------------- a Hadoop catalog is a local one
+@pytest.mark.parametrize("warehouse", ["s3a://bucket/wh", "s3://bucket/wh", "hdfs://nn:8020/wh", "gs://b/wh",
+                                       "abfss://c@acct.dfs.core.windows.net/wh", "file://otherhost/wh"])
+def test_a_hadoop_catalog_on_a_warehouse_that_is_not_local_is_refused(tmp_path, warehouse):
+    """Its tables are found by listing the warehouse directory (pyiceberg has no Hadoop catalog), which
+    only a local file system allows: such a catalog listed zero tables, without an error, for ever."""
+    err = load_error(tmp_path, f"catalog:\n  name: shop\n  type: hadoop\n  warehouse: '{warehouse}'\n")
+    assert err.prop == "catalog.warehouse" and err.value is None
+    assert "hadoop catalog shop" in str(err) and warehouse.split("@")[-1] in str(err) and "not local" in str(err)
+    with pytest.raises(ConfigError, match="not local"):
+        CatalogConfig(type="hadoop", warehouse=warehouse)
+
+
+def test_the_refused_warehouse_is_named_without_its_credentials(tmp_path):
+    err = load_error(tmp_path, f"catalog:\n  warehouse: 's3a://AKIAFAKE:{SECRET}@bucket/wh?token={SECRET}'\n")
+    assert "s3a://***@bucket/wh" in str(err) and SECRET not in str(err) and "AKIAFAKE" not in str(err)
+
+
+@pytest.mark.parametrize("warehouse", ["/data/wh", "file:///data/wh", "file:/data/wh", "relative/wh", ""])
+def test_a_local_hadoop_warehouse_loads(tmp_path, warehouse):
+    assert load(tmp_path, f"catalog:\n  type: hadoop\n  warehouse: '{warehouse}'\n").catalog.type == "hadoop"
+
+
+@pytest.mark.parametrize("type_", ["rest", "sql", "hive", "glue"])
+def test_other_catalogs_take_any_warehouse(type_):
+    assert CatalogConfig(type=type_, warehouse="s3a://bucket/wh").warehouse == "s3a://bucket/wh"

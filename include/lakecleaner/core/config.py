@@ -12,10 +12,12 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 from typing import Annotated, Any, Callable, Mapping, get_args, get_origin
 
 import yaml
-from pydantic import BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError, WithJsonSchema
+from pydantic import (BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError, WithJsonSchema,
+                      model_validator)
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 from pydantic.json_schema import SkipJsonSchema
 
@@ -566,6 +568,24 @@ _MASTER = re.compile(r"\S+")
 _MAVEN = re.compile(r"[A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+:[A-Za-z0-9_.+-]+")  # group:artifact:version
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
 _SUFFIX = re.compile(r"[A-Za-z0-9_]+")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")  # a URI's (two letters at least: C: is a Windows drive)
+
+
+def is_local_location(location: str) -> bool:
+    """A path (absolute or relative) or a file: URI without a host (file:/x, file:///x): a location
+    the local file system reads, as the Hadoop catalog's table listing must."""
+    scheme = _SCHEME.match(location)
+    if not scheme:
+        return True
+    rest = location[scheme.end():]
+    return scheme.group(0).lower() == "file:" and (not rest.startswith("//") or rest.startswith("///"))
+
+
+def _shown_location(location: str) -> str:
+    """A location as an error may show it: no user or password, no query (where credentials go)."""
+    parts = urlsplit(location)
+    user, at, host = parts.netloc.rpartition("@")
+    return urlunsplit((parts.scheme, ("***@" if at else "") + host, parts.path, "", ""))
 
 
 def _typed(base: Any, check: Callable[[Any], Any], schema: Mapping[str, Any] | None = None) -> Any:
@@ -643,6 +663,19 @@ class CatalogConfig:
     properties: _Properties = Field(default_factory=dict, description="passed to both Spark and pyiceberg")
     spark_properties: _Properties = Field(default_factory=dict, description="Spark only (e.g. a JDBC uri)")
     pyiceberg_properties: _Properties = Field(default_factory=dict, description="pyiceberg only")
+
+    @model_validator(mode="after")
+    def _hadoop_is_local(self) -> "CatalogConfig":
+        """A Hadoop catalog's tables are found by listing its warehouse directory (pyiceberg has no
+        Hadoop catalog: lakecleaner.core.metadata walks it), which only a local file system allows.
+        On object storage or HDFS it listed nothing, without an error, so nothing was ever cleaned."""
+        if self.type == "hadoop" and not is_local_location(self.warehouse):
+            raise _Invalid(f"the hadoop catalog {self.name}'s warehouse {_shown_location(self.warehouse)} is not "
+                           "local: lakecleaner lists a Hadoop catalog's tables by walking its warehouse directory "
+                           "on the local file system (pyiceberg has no Hadoop catalog); use a local path or a "
+                           "file:/// URI, or a catalog with a server (rest, sql, hive, glue) for this warehouse",
+                           ("warehouse",), self.warehouse)
+        return self
 
     def spark_conf(self) -> dict[str, str]:
         """spark.sql.catalog.<name>.* for Iceberg's SparkCatalog."""
@@ -899,7 +932,6 @@ def config_document(cfg: LakecleanerConfig, **sections: Mapping[str, Any]) -> di
         **sections})
 
 
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")  # a URI's (two letters at least: C: is a Windows drive)
 # ${NAME} is the environment variable's value; $${ is a literal ${. Anything else after ${ is refused
 # rather than kept (${VAR:-default} is a shell's, not ours).
 _REFERENCE = re.compile(r"\$\$\{|\$\{([^}]*)(\}?)")
