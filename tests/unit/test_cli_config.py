@@ -94,5 +94,5 @@ def test_schema_accepts_what_loads_and_refuses_what_does_not(capsys, monkeypatch
                 {"spark": {"driver_memory": "2g --conf x=y"}}, {"catalog": {"type": "nessie"}},
                 {"cleaner": {"threads": 0}}, {"quality": {"severity": {"one record per kee": "warn"}}},
                 {"defaults": {"log.cleaner.threads": 1}}, {"notifiers": [{"class": "a.B", "to": "x"}]},
-                {"catalogue": {}}):
+                {"catalogue": {}}, {"spark": {"conf": {"spark.jars": "/a.jar"}}}, {"spark": {"extra_jars": "/a.jar"}}):
         assert list(validator.iter_errors(bad)), bad

@@ -902,7 +902,7 @@ def test_a_config_document_loads_back_as_the_same_config(tmp_path):
         catalog=CatalogConfig(name="pglake", type="sql", warehouse="file:///tmp/wh",
                               spark_properties={"uri": "jdbc:postgresql://127.0.0.1:5/iceberg", "jdbc.user": "u"},
                               pyiceberg_properties={"uri": "postgresql+psycopg2://u@127.0.0.1:5/iceberg"}),
-        spark=SparkConfig(master="local[1]", driver_memory="1g", conf={"spark.jars": "/a.jar"}))
+        spark=SparkConfig(master="local[1]", driver_memory="1g", extra_jars=("/a.jar",)))
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(config_document(cfg, cleaner={"threads": 2})))
     loaded = load_config(path)

@@ -375,6 +375,7 @@ def _sql_safe(table: str, prop: str, name: str) -> str:
 # another process and a config built in Python are checked by one definition, and ``lakecleaner
 # config schema`` prints it as JSON Schema. Every mistake is a ConfigError naming the setting's path.
 CATALOG_TYPES = ("hadoop", "rest", "sql", "hive", "glue")
+RUNTIME_AUTO, RUNTIME_PROVIDED = "auto", "provided"  # spark.iceberg_runtime's two words (else a Maven coordinate)
 SECTIONS = ("catalog", "spark", "cleaner", "defaults", "quality", "notifiers", "erasure")
 # Paths whose values an error never shows: catalog properties hold tokens and JDBC passwords, Spark
 # settings S3 keys, a notifier's kwargs webhooks; an error's text reaches logs, the CLI's stderr and
@@ -496,13 +497,31 @@ def _names(problem: str) -> Callable[[Any], tuple[str, ...]]:
     return check
 
 
+# Spark's own lists of jars and packages: the cleaner writes them (the Iceberg runtime's, then the
+# extras), so spark.conf may not. As a conf key, spark.jars replaced the runtime's jar instead of
+# joining it; merging would make the key mean something else than Spark's, and a config written for
+# the old behaviour (the runtime's path copied in) would load two Iceberg runtimes. Refused, loudly.
+_SPARK_LISTS = {"spark.jars": "spark.extra_jars", "spark.jars.packages": "spark.extra_packages"}
+
+
 def _spark_conf(value: Any) -> dict[str, str]:
     out = {}
     for key, v in _mapping(value).items():
         if not key.startswith("spark."):
             raise _Invalid("not a Spark setting (Spark's settings start with spark.)", (key,), v)
+        if key in _SPARK_LISTS:
+            raise _Invalid(f"lakecleaner writes {key} itself (the Iceberg runtime's, then yours): list yours in "
+                           f"{_SPARK_LISTS[key]}", (key,), v)
         out[key] = _entry(key, _text, v)
     return out
+
+
+def _each(check: Callable[[Any], Any]) -> Callable[[Any], tuple]:
+    """A YAML list whose every entry passes ``check`` (a problem named by the entry's index)."""
+    def each(value: Any) -> tuple:
+        return tuple(_entry(i, check, v) for i, v in enumerate(_list(value)))
+
+    return each
 
 
 def _defaults(value: Any) -> dict[str, Any]:
@@ -609,12 +628,17 @@ _PositiveInt = _typed(int, _number("must be a positive integer", True, lambda v:
 _CatalogType = _typed(str, _one_of(CATALOG_TYPES), {"enum": list(CATALOG_TYPES)})
 _Master = _typed(str, _matching(_MASTER, "must be a Spark master without spaces: local[2], spark://host:7077, "
                                          "yarn, k8s://..."), _pattern(_MASTER))
-_RUNTIME = re.compile(f"auto|{_MAVEN.pattern}")
-_Runtime = _typed(str, _matching(_RUNTIME, "must be auto or a Maven coordinate group:artifact:version"),
+_RUNTIME = re.compile(f"{RUNTIME_AUTO}|{RUNTIME_PROVIDED}|{_MAVEN.pattern}")
+_Runtime = _typed(str, _matching(_RUNTIME, "must be auto, provided or a Maven coordinate group:artifact:version"),
                   _pattern(_RUNTIME))
+_JAR = re.compile(r"[^,]+")  # spark.jars is a comma list
+_Jars = _typed(tuple[str, ...], _each(_matching(_JAR, "one jar per entry: a path or URL without commas")),
+               {"type": "array", "items": _pattern(_JAR)})
+_Packages = _typed(tuple[str, ...], _each(_matching(_MAVEN, "must be a Maven coordinate group:artifact:version")),
+                   {"type": "array", "items": _pattern(_MAVEN)})
 _Memory = _typed(str, _matching(_MEMORY, "must be a JVM memory size such as 2g or 512m"), _pattern(_MEMORY))
 _SparkConf = _typed(Mapping[str, str], _spark_conf,
-                    {"type": "object", "propertyNames": {"pattern": r"^spark\."},
+                    {"type": "object", "propertyNames": {"pattern": r"^spark\.", "not": {"enum": list(_SPARK_LISTS)}},
                      "additionalProperties": {"type": ["string", "number", "boolean"]}})
 _Suffix = _typed(str, _matching(_SUFFIX, "must be a non-empty suffix of letters, digits and _ (the quarantine "
                                          "table is <table><suffix>)"), _pattern(_SUFFIX))
@@ -704,12 +728,17 @@ class CatalogConfig:
 @_section("spark")
 class SparkConfig:
     master: _Master = Field("local[2]", description="the CLI's master (the DAG's comes from its Airflow connection)")
-    # "auto": the Iceberg runtime jar shipped in the pinned PyPI package. Otherwise a Maven
-    # coordinate passed as spark.jars.packages, for deployments that reach Maven.
-    iceberg_runtime: _Runtime = Field("auto", description="auto: the jar inside the pinned PyPI package; or a "
-                                                          "Maven coordinate")
+    # "auto": the Iceberg runtime jar shipped in the pinned PyPI package; "provided": the cluster
+    # brings Iceberg (no jar, no package); otherwise a Maven coordinate passed as spark.jars.packages,
+    # for deployments that reach Maven. lakecleaner.core.sparkconf renders it.
+    iceberg_runtime: _Runtime = Field(RUNTIME_AUTO, description="auto: the jar inside the pinned PyPI package; "
+                                                                "provided: the cluster brings Iceberg; or a Maven "
+                                                                "coordinate")
     driver_memory: _Memory = Field("2g", description="spark.driver.memory")
-    conf: _SparkConf = Field(default_factory=dict, description="any Spark setting; overrides the cleaner's own")
+    conf: _SparkConf = Field(default_factory=dict, description="any Spark setting but spark.jars and "
+                                                               "spark.jars.packages; overrides the cleaner's own")
+    extra_jars: _Jars = Field((), description="jars added to the Iceberg runtime's (spark.jars), e.g. a JDBC driver")
+    extra_packages: _Packages = Field((), description="Maven coordinates added to spark.jars.packages")
 
 
 @_section("cleaner")
@@ -928,7 +957,7 @@ def config_document(cfg: LakecleanerConfig, **sections: Mapping[str, Any]) -> di
         "catalog": {"name": c.name, "type": c.type, "warehouse": c.warehouse, "properties": dict(c.properties),
                     "spark_properties": dict(c.spark_properties), "pyiceberg_properties": dict(c.pyiceberg_properties)},
         "spark": {"master": s.master, "iceberg_runtime": s.iceberg_runtime, "driver_memory": s.driver_memory,
-                  "conf": dict(s.conf)},
+                  "conf": dict(s.conf), "extra_jars": list(s.extra_jars), "extra_packages": list(s.extra_packages)},
         **sections})
 
 
