@@ -280,3 +280,19 @@ def test_a_local_hadoop_warehouse_loads(tmp_path, warehouse):
 @pytest.mark.parametrize("type_", ["rest", "sql", "hive", "glue"])
 def test_other_catalogs_take_any_warehouse(type_):
     assert CatalogConfig(type=type_, warehouse="s3a://bucket/wh").warehouse == "s3a://bucket/wh"
+
+
+def test_the_readme_configuration_examples_load(tmp_path, monkeypatch):
+    """The README's Configuration section shows YAML a user copies: each block loads."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("## Configuration\n"):]
+    section = section[:section.index("\n## ", 1)]
+    blocks = re.findall(r"```yaml\n(.*?)```", section, re.S)
+    assert len(blocks) >= 2
+    monkeypatch.setenv("REST_TOKEN", SECRET)
+    monkeypatch.setenv("ICEBERG_DB_PASSWORD", SECRET)
+    for block in blocks:
+        assert isinstance(load(tmp_path, block), LakecleanerConfig)
