@@ -309,7 +309,6 @@ def main() -> int:
     from lakecleaner_dev import localpg
     from lakecleaner.core.config import SparkConfig
     from lakecleaner.spark.session import get_spark
-    from lakecleaner.core.sparkconf import iceberg_runtime_jar
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--runs", type=int, default=20)
@@ -319,7 +318,7 @@ def main() -> int:
         work = Path(tmp)
         cfg = LakecleanerConfig(catalog=localpg.jdbc_catalog(server, work / "warehouse", "chaos"),
                                 spark=SparkConfig(master="local[2]", driver_memory="1g",
-                                                  conf={"spark.jars": f"{iceberg_runtime_jar()},{localpg.JDBC_JAR}"}))
+                                                  extra_jars=(localpg.JDBC_JAR,)))
         spark = get_spark(cfg, "lakecleaner-chaos")
         print(f"chaos: {args.runs} killed runs, seed {args.seed}", flush=True)
         chaos = Chaos(spark, cfg, work, args.seed, log=lambda line: print(line, flush=True))

@@ -22,18 +22,16 @@ def warehouse(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("warehouse")
 
 
-def _jars() -> dict:
-    """The session's jars: Iceberg's, and PostgreSQL's JDBC driver for the tests on the JDBC catalog
+def _jars() -> tuple[str, ...]:
+    """The session's jars beside Iceberg's: PostgreSQL's JDBC driver for the tests on the JDBC catalog
     (a JVM's classpath is fixed at start, so the one shared session carries it from the start)."""
-    from lakecleaner.core.sparkconf import iceberg_runtime_jar
-
-    return {"spark.jars": f"{iceberg_runtime_jar()},{PG_JAR}"} if os.path.exists(PG_JAR) else {}
+    return (PG_JAR,) if os.path.exists(PG_JAR) else ()
 
 
 @pytest.fixture(scope="session")
 def lake_config(warehouse, tmp_path_factory) -> LakecleanerConfig:
     return LakecleanerConfig(catalog=CatalogConfig(name="lake", type="hadoop", warehouse=str(warehouse)),
-                             spark=SparkConfig(master="local[2]", driver_memory="1g", conf=_jars()))
+                             spark=SparkConfig(master="local[2]", driver_memory="1g", extra_jars=_jars()))
 
 
 @pytest.fixture(scope="session")
@@ -49,7 +47,7 @@ def postgres():
 
 def pg_catalog_config(server, warehouse: Path, name: str = "pglake") -> LakecleanerConfig:
     return LakecleanerConfig(catalog=jdbc_catalog(server, warehouse, name),
-                             spark=SparkConfig(master="local[2]", driver_memory="1g", conf=_jars()))
+                             spark=SparkConfig(master="local[2]", driver_memory="1g", extra_jars=_jars()))
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from lakecleaner.core.config import DEFAULT_INTERVAL_MS, ConfigError, load_config
+from lakecleaner.core.config import (CONFIG_ENV, DEFAULT_CONFIG_PATH, DEFAULT_INTERVAL_MS, ConfigError,
+                                     config_schema, load_config)
 from lakecleaner.core.submit import parse_results, submit_command
 
 
@@ -161,6 +162,25 @@ def cmd_view(args) -> int:
     return 0
 
 
+def cmd_config_check(args) -> int:
+    """The config file checked as every command loads it: exit 0, or 2 with every problem on stderr
+    (values under catalog, spark.conf and notifiers never shown)."""
+    path = args.file or os.environ.get(CONFIG_ENV) or str(DEFAULT_CONFIG_PATH)
+    try:
+        load_config(path)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"lakecleaner: {problem}", file=sys.stderr)
+        return 2
+    print(f"lakecleaner: {path}: a valid lakecleaner config")
+    return 0
+
+
+def cmd_config_schema(args) -> int:
+    print(json.dumps(config_schema(), indent=2))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="lakecleaner", description=__doc__)
     parser.add_argument("--config", help="YAML config (default: $LAKECLEANER_CONFIG, else the shipped default: ./warehouse)")
@@ -205,6 +225,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--name", help="the view's name, view or namespace.view (default: <table>__latest beside the table)")
     p.add_argument("--register", action="store_true", help="create or replace the view (catalogs with views)")
     p.set_defaults(func=cmd_view)
+    p = sub.add_parser("config", help="the config file: check it, or print its JSON Schema")
+    config = p.add_subparsers(dest="config_command", required=True)
+    p = config.add_parser("check", help="load FILE as every command does: exit 0, or 2 with every problem (for CI)")
+    p.add_argument("file", nargs="?", metavar="FILE",
+                   help="the config (default: --config, else $LAKECLEANER_CONFIG, else the shipped default)")
+    p.set_defaults(func=cmd_config_check)
+    p = config.add_parser("schema", help="print the config file's JSON Schema (for editors)")
+    p.set_defaults(func=cmd_config_schema)
     args = parser.parse_args(argv)
     if args.config:
         os.environ["LAKECLEANER_CONFIG"] = str(Path(args.config).resolve())

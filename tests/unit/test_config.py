@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lakecleaner.core.config import (CATALOG_TYPES, CONFIG_ENV, DEFAULT_CONFIG_PATH, HEADERS_TYPE, INTEGRAL_TYPES, LONG_MAX, ORDERABLE_TYPES, TABLE_SETTINGS, CatalogConfig, CleanerConfig, ConfigError, LakecleanerConfig, SparkConfig, TableConfig, is_compacted, load_config, resolve_table)
+from lakecleaner.core.config import (CATALOG_TYPES, CONFIG_ENV, DEFAULT_CONFIG_PATH, HEADERS_TYPE, INTEGRAL_TYPES, LONG_MAX, ORDERABLE_TYPES, TABLE_SETTINGS, CatalogConfig, CleanerConfig, ConfigError, LakecleanerConfig, SparkConfig, TableConfig, is_compacted, is_secret_path, load_config, resolve_table)
 
 TABLE = "lake.db.events"
 
@@ -37,16 +37,21 @@ def cols(**changes) -> dict[str, str]:
 
 
 def check_error(exc: ConfigError, table: str | None, prop: str, value, problem: str | None = None) -> None:
-    """The error names the table, the property and the value (and, optionally, the problem)."""
+    """The error names the table, the property and the value (and, optionally, the problem); under
+    catalog, spark.conf and notifiers of the file, never the value (it may be a credential)."""
     msg = str(exc)
     assert exc.table == table
     assert exc.prop == prop
-    assert exc.value == value
     if table:
         assert msg.startswith(f"table {table}: "), msg
     else:
         assert msg.startswith("lakecleaner config: "), msg
-    assert f"{prop}={value!r}" in msg, msg
+    if table is None and is_secret_path(prop):
+        assert exc.value is None and exc.hidden and msg.startswith(f"lakecleaner config: {prop}: "), msg
+        assert repr(value) not in msg, msg
+    else:
+        assert exc.value == value
+        assert f"{prop}={value!r}" in msg, msg
     if problem is not None:
         assert problem in msg, msg
     assert isinstance(exc, ValueError)
@@ -62,9 +67,12 @@ def resolve_error(properties=None, columns=None, defaults=None, table=TABLE) -> 
 def test_config_error_message_format():
     err = ConfigError("t.x", "delete.retention.ms", "-1", "must be between 0 and 9")
     assert str(err) == "table t.x: delete.retention.ms='-1' is invalid: must be between 0 and 9"
-    err = ConfigError(None, "catalog.type", "nessie", "bad")
-    assert str(err) == "lakecleaner config: catalog.type='nessie' is invalid: bad"
-    assert (err.table, err.prop, err.value, err.problem) == (None, "catalog.type", "nessie", "bad")
+    err = ConfigError(None, "cleaner.meta_namespace", "a-b", "bad")
+    assert str(err) == "lakecleaner config: cleaner.meta_namespace='a-b' is invalid: bad"
+    assert (err.table, err.prop, err.value, err.problem) == (None, "cleaner.meta_namespace", "a-b", "bad")
+    err = ConfigError(None, "catalog.type", "nessie", "bad")  # under catalog: the path, never the value
+    assert str(err) == "lakecleaner config: catalog.type: bad"
+    assert (err.table, err.prop, err.value, err.problem) == (None, "catalog.type", None, "bad")
 
 
 # ================================================================ precedence
@@ -500,15 +508,17 @@ def test_is_compacted(props, expected):
 
 
 # ================================================================ CatalogConfig
-@pytest.mark.parametrize("type_,spark_type", [
-    ("hadoop", "hadoop"), ("rest", "rest"), ("sql", "jdbc"), ("glue", "glue"), ("hive", "hive"),
+@pytest.mark.parametrize("type_,spark_type,warehouse", [
+    ("hadoop", "hadoop", "file:///data/wh"),  # a Hadoop catalog's warehouse is local (test_config_typed.py)
+    ("rest", "rest", "s3://bucket/wh"), ("sql", "jdbc", "s3://bucket/wh"), ("glue", "glue", "s3://bucket/wh"),
+    ("hive", "hive", "s3://bucket/wh"),
 ])
-def test_spark_conf_catalog_types(type_, spark_type):
-    conf = CatalogConfig(name="lake", type=type_, warehouse="s3://bucket/wh").spark_conf()
+def test_spark_conf_catalog_types(type_, spark_type, warehouse):
+    conf = CatalogConfig(name="lake", type=type_, warehouse=warehouse).spark_conf()
     assert conf == {
         "spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
         "spark.sql.catalog.lake.type": spark_type,
-        "spark.sql.catalog.lake.warehouse": "s3://bucket/wh",
+        "spark.sql.catalog.lake.warehouse": warehouse,
     }
 
 
@@ -679,8 +689,9 @@ def test_unknown_section(tmp_path):
     path = write(tmp_path, "catalogue:\n  type: rest\n")
     err = load_error(path)
     assert err.table is None and err.prop == "catalogue"
-    assert str(err).startswith("lakecleaner config: catalogue=")
-    assert f"unknown section in {path}" in str(err)
+    # a misspelt section may hold what the real one would (credentials): named, never shown
+    assert str(err).startswith("lakecleaner config: catalogue: unknown section (known: catalog, spark, ")
+    assert str(path) in str(err) and "rest" not in str(err)
 
 
 @pytest.mark.parametrize("section,key,value", [
@@ -698,7 +709,7 @@ def test_unknown_key_inside_a_section(tmp_path, section, key, value):
 @pytest.mark.parametrize("section", ["catalog", "spark", "cleaner"])
 def test_section_must_be_a_mapping(tmp_path, section):
     path = write(tmp_path, f"{section}: oops\n")
-    check_error(load_error(path), None, section, "oops", "must be a mapping")
+    check_error(load_error(path), None, section, "oops", "expected a mapping, got a string")
 
 
 @pytest.mark.parametrize("type_", ["nessie", "jdbc", "Hadoop", ""])
@@ -728,8 +739,8 @@ def test_relative_config_path_with_relative_warehouse(tmp_path, monkeypatch):
     assert load_config("conf/lakecleaner.yaml").catalog.warehouse == str((tmp_path / "conf" / "wh").resolve())
 
 
-@pytest.mark.parametrize("warehouse", ["/abs/wh", "s3://bucket/wh", "file:///tmp/wh", "hdfs://nn:8020/wh"])
-def test_absolute_or_uri_hadoop_warehouse_kept(tmp_path, warehouse):
+@pytest.mark.parametrize("warehouse", ["/abs/wh", "file:///tmp/wh", "file:/tmp/wh"])  # a URI elsewhere is refused
+def test_absolute_or_file_uri_hadoop_warehouse_kept(tmp_path, warehouse):
     path = write(tmp_path, f"catalog:\n  type: hadoop\n  warehouse: '{warehouse}'\n")
     assert load_config(path).catalog.warehouse == warehouse
 
@@ -772,7 +783,7 @@ def test_unknown_defaults_key(tmp_path):
 
 def test_defaults_must_be_a_mapping(tmp_path):
     path = write(tmp_path, "defaults:\n  - delete.retention.ms\n")
-    check_error(load_error(path), None, "defaults", ["delete.retention.ms"], "must be a mapping")
+    check_error(load_error(path), None, "defaults", ["delete.retention.ms"], "expected a mapping, got a list")
 
 
 @pytest.mark.parametrize("yaml_value,value", [("0", 0), ("-2", -2), ("'two'", "two"), ("1.5", 1.5), ("true", True)])
@@ -838,20 +849,33 @@ def test_known_quality_rule_names_load(tmp_path):
     assert cfg.quality.severity == {"freshness (max.compaction.lag.ms)": "warn"}
 
 
-def test_every_rule_the_suites_build_is_a_known_name():
-    from lakecleaner.core.config import QUALITY_RULES
-    from lakecleaner.spark.quality import Forgotten, build_history_rules, build_rules
+def test_the_rules_the_suites_build_are_the_registry():
+    """The registry (lakecleaner.core.quality_rules) names every rule the suites build and no other:
+    quality.severity, results and the UI speak one vocabulary."""
+    from lakecleaner.core.quality_rules import FORGOTTEN_STAY_FORGOTTEN, QUALITY_RULES
+    from lakecleaner.spark.quality import Forgotten, Rule, build_history_rules, build_rules
     from lakecleaner.core.rules import Checkpoint
 
     ckpt = Checkpoint(offsets={0: 9}, history=[(0, {0: 9}, 1)])
+    built = set()
     for _strategy, props in (("offset", {}), ("timestamp", {"compaction.strategy": "timestamp"}),
                             ("header", {"compaction.strategy": "header", "compaction.strategy.header": "v"}),
                             ("column", {"compaction.strategy": "column", "compaction.strategy.column": "ver"})):
         tc = resolve_table(TABLE, props, {**ALL_COLUMNS, "ver": "bigint"})
         rules = build_rules(tc, ckpt, 10**12, 1, 5, 0.05, forgotten=(Forgotten("(SELECT 1)", "sha2('', 256)"),))
         names = {r.name for r in rules} | {r.name for r in build_history_rules(tc)}
-        assert "forgotten keys stay forgotten" in names
-        assert names <= set(QUALITY_RULES), names - set(QUALITY_RULES)
+        assert FORGOTTEN_STAY_FORGOTTEN in names
+        built |= names
+    assert built == set(QUALITY_RULES) and len(QUALITY_RULES) == len(set(QUALITY_RULES))
+    with pytest.raises(ValueError, match="not in lakecleaner.core.quality_rules"):
+        Rule("one record per kee", "", "SELECT 1")
+
+
+def test_quality_severity_accepts_every_rule_of_the_registry(tmp_path):
+    from lakecleaner.core.quality_rules import QUALITY_RULES
+
+    text = "quality:\n  severity:\n" + "".join(f"    '{name}': warn\n" for name in QUALITY_RULES)
+    assert load_config(write(tmp_path, text)).quality.severity == {name: "warn" for name in QUALITY_RULES}
 
 
 @pytest.mark.parametrize("raw", ["1_000", "1e3", "0x10", "١٢"])
@@ -878,7 +902,7 @@ def test_a_config_document_loads_back_as_the_same_config(tmp_path):
         catalog=CatalogConfig(name="pglake", type="sql", warehouse="file:///tmp/wh",
                               spark_properties={"uri": "jdbc:postgresql://127.0.0.1:5/iceberg", "jdbc.user": "u"},
                               pyiceberg_properties={"uri": "postgresql+psycopg2://u@127.0.0.1:5/iceberg"}),
-        spark=SparkConfig(master="local[1]", driver_memory="1g", conf={"spark.jars": "/a.jar"}))
+        spark=SparkConfig(master="local[1]", driver_memory="1g", extra_jars=("/a.jar",)))
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(config_document(cfg, cleaner={"threads": 2})))
     loaded = load_config(path)

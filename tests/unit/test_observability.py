@@ -97,7 +97,7 @@ def test_notifiers_section_is_parsed_and_each_mistake_names_its_entry(tmp_path):
     assert spec == NotifierSpec("airflow.providers.smtp.notifications.smtp.SmtpNotifier",
                                 {"to": "oncall@example.com"}, ("uncleanable",))
     assert parse_notifiers([{"class": "x.Y"}])[0].alerts == ALERT_KINDS and parse_notifiers(None) == ()
-    for raw, where in (({"class": "x.Y"}, "notifiers="), ([{"class": "NoModule"}], "notifiers[0].class"),
+    for raw, where in (({"class": "x.Y"}, "notifiers: "), ([{"class": "NoModule"}], "notifiers[0].class"),
                        ([{"class": "x.Y"}, {"class": "x.Y", "kwargs": [1]}], "notifiers[1].kwargs"),
                        ([{"class": "x.Y", "alerts": ["pager"]}], "notifiers[0].alerts"),
                        ([{"class": "x.Y", "to": "a"}], "notifiers[0].to")):

@@ -28,11 +28,12 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from lakecleaner.core.config import LONG_MAX, LakecleanerConfig
+from lakecleaner.core.quality_rules import FRESHNESS
 
 # namespace.table, each part as the engine accepts it (lakecleaner.spark.engine.IDENT)
 TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}\.[A-Za-z_][A-Za-z0-9_]{0,127}")  # fullmatch: no trailing newline
 REMOVED = ("removed_superseded", "removed_expired_tombstones", "quarantined")
-FRESHNESS_RULE = "freshness (max.compaction.lag.ms)"
+FRESHNESS_RULE = FRESHNESS  # the rule whose result the page shows as the table's freshness
 INDEX_HISTORY_ROWS = 5000  # the index reads at most this many newest runs of its page's tables
 TABLE_HISTORY_ROWS = 200  # runs charted on a table's page
 TABLE_RESULTS = 50  # validations listed on a table's page

@@ -7,13 +7,19 @@ Spark job, the scheduler, validation and the UI all resolve a table through ``re
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from urllib.parse import urlsplit, urlunsplit
+from typing import Annotated, Any, Callable, Mapping, get_args, get_origin
 
 import yaml
+from pydantic import (BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError, WithJsonSchema,
+                      model_validator)
+from pydantic.dataclasses import dataclass as pydantic_dataclass
+from pydantic.json_schema import SkipJsonSchema
 
 LONG_MAX = 2**63 - 1
 CONFIG_ENV = "LAKECLEANER_CONFIG"
@@ -25,24 +31,23 @@ CHECKPOINT_PROPERTY = "lakecleaner.checkpoint"
 # count one interval (a tombstone may outlive its horizon by one; an erasure deadline adds one).
 DEFAULT_INTERVAL_MS = 15 * 60_000
 STRATEGIES = ("offset", "timestamp", "header", "column")
-# The data-quality rules by name (lakecleaner.spark.quality builds them; quality.severity names them).
-QUALITY_RULES = ("tombstone expiry (delete.retention.ms)", "one record per key",
-                 *(f"the winner is right ({s} strategy)" for s in STRATEGIES), "no null keys outside quarantine",
-                 "offsets unique per partition", "anomalous versions below threshold",
-                 "freshness (max.compaction.lag.ms)", "tombstone expiry: none removed early (delete.retention.ms)",
-                 "forgotten keys stay forgotten")
 # A namespace, table or catalog name part (fullmatch: "$" would accept a trailing newline). Names
 # become SQL identifiers and file names under the state root, so nothing else is accepted.
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class ConfigError(ValueError):
-    """A configuration value is invalid. Always names where it was found and what is wrong."""
+    """A configuration value is invalid. Always names where it was found and what is wrong, and the
+    value too unless it may be a secret: ``hide_value``, or by default a path of the YAML file under
+    ``SECRET_PATHS``. A hidden value is not kept either (``value`` is None, ``hidden`` True)."""
 
-    def __init__(self, table: str | None, prop: str, value: Any, problem: str):
-        self.table, self.prop, self.value, self.problem = table, prop, value, problem
+    def __init__(self, table: str | None, prop: str, value: Any, problem: str, *, hide_value: bool | None = None):
+        hidden = (table is None and is_secret_path(prop)) if hide_value is None else hide_value
+        self.table, self.prop, self.problem, self.hidden = table, prop, problem, hidden
+        self.value = None if hidden else value
+        self.problems: tuple[ConfigError, ...] = (self,)  # every mistake found with this one (load_config)
         where = f"table {table}: " if table else "lakecleaner config: "
-        super().__init__(f"{where}{prop}={value!r} is invalid: {problem}")
+        super().__init__(f"{where}{prop}: {problem}" if hidden else f"{where}{prop}={value!r} is invalid: {problem}")
 
 
 # ---------------------------------------------------------------- value parsers
@@ -366,17 +371,335 @@ def _sql_safe(table: str, prop: str, name: str) -> str:
 
 
 # ---------------------------------------------------------------- the YAML file
+# The file is a typed model: each section a frozen pydantic dataclass, so a file, a document handed to
+# another process and a config built in Python are checked by one definition, and ``lakecleaner
+# config schema`` prints it as JSON Schema. Every mistake is a ConfigError naming the setting's path.
 CATALOG_TYPES = ("hadoop", "rest", "sql", "hive", "glue")
+RUNTIME_AUTO, RUNTIME_PROVIDED = "auto", "provided"  # spark.iceberg_runtime's two words (else a Maven coordinate)
+SECTIONS = ("catalog", "spark", "cleaner", "defaults", "quality", "notifiers", "erasure")
+# Paths whose values an error never shows: catalog properties hold tokens and JDBC passwords, Spark
+# settings S3 keys, a notifier's kwargs webhooks; an error's text reaches logs, the CLI's stderr and
+# the plugin's HTTP answers (a typo'd key is refused with its value, so the whole section is hidden).
+SECRET_PATHS = ("catalog", "spark.conf", "notifiers")
 
 
-@dataclass(frozen=True)
+def is_secret_path(path: str) -> bool:
+    """Whether a value at ``path`` (catalog.properties.token, notifiers[0].kwargs...) may be a secret."""
+    return any(path == p or path.startswith((p + ".", p + "[")) for p in SECRET_PATHS)
+
+
+_UNSET = object()
+
+
+class _Invalid(ValueError):
+    """A value's problem, raised inside the model's validators; ``at`` extends the path pydantic
+    reports (an entry of a mapping) and ``value`` is that entry's value."""
+
+    def __init__(self, problem: str, at: tuple = (), value: Any = _UNSET):
+        super().__init__(problem)
+        self.problem, self.at, self.value = problem, at, value
+
+    def inside(self, key: Any, value: Any) -> "_Invalid":
+        return _Invalid(self.problem, (key, *self.at), value if self.value is _UNSET else self.value)
+
+
+def _kind(value: Any) -> str:
+    """A YAML value's kind, for 'expected a mapping, got a list'."""
+    if value is None:
+        return "null"
+    for types, name in ((bool, "a boolean"), (int, "an integer"), (float, "a number"), (str, "a string"),
+                        (Mapping, "a mapping"), ((list, tuple), "a list")):
+        if isinstance(value, types):
+            return name
+    return f"a {type(value).__name__}"
+
+
+def _entry(key: Any, check: Callable[[Any], Any], value: Any) -> Any:
+    """``check`` of one entry of a mapping or list, its problem reported at the entry."""
+    try:
+        return check(value)
+    except _Invalid as exc:
+        raise exc.inside(key, value) from None
+
+
+def _string(value: Any) -> str:
+    if not isinstance(value, str):
+        raise _Invalid(f"expected a string, got {_kind(value)}")
+    return value
+
+
+def _matching(pattern: re.Pattern, problem: str) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if not _string(value) or not pattern.fullmatch(value):
+            raise _Invalid(problem)
+        return value
+
+    return check
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _Invalid(f"expected a mapping, got {_kind(value)}")
+    for key in value:
+        if not isinstance(key, str):
+            raise _Invalid(f"expected names as keys, got {_kind(key)}")
+    return value
+
+
+def _list(value: Any) -> list:
+    if not isinstance(value, (list, tuple)):
+        raise _Invalid(f"expected a list, got {_kind(value)}")
+    return list(value)
+
+
+def _text(value: Any) -> str:
+    """A property's value: both engines take strings (a YAML number or boolean is written as one)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    raise _Invalid(f"expected a string, number or boolean, got {_kind(value)}")
+
+
+def _properties(value: Any) -> dict[str, str]:
+    return {key: _entry(key, _text, v) for key, v in _mapping(value).items()}
+
+
+def _number(problem: str, integer: bool, ok: Callable[[float], bool]) -> Callable[[Any], Any]:
+    """A number; a string of one too (what an environment variable gives), never a boolean."""
+    def check(value: Any) -> Any:
+        if isinstance(value, str) and (_INTEGER if integer else _DECIMAL).fullmatch(value.strip()):
+            value = int(value) if integer else float(value)
+        if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)) or not ok(value):
+            raise _Invalid(problem)
+        return value
+
+    return check
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if value not in choices or not isinstance(value, str):
+            raise _Invalid(f"must be one of {', '.join(choices)}")
+        return value
+
+    return check
+
+
+def _names(problem: str) -> Callable[[Any], tuple[str, ...]]:
+    def check(value: Any) -> tuple[str, ...]:
+        if not isinstance(value, (list, tuple)):
+            raise _Invalid(problem)
+        if not all(isinstance(n, str) and IDENT.fullmatch(n) for n in value):
+            raise _Invalid(problem, value=tuple(value))
+        return tuple(value)
+
+    return check
+
+
+# Spark's own lists of jars and packages: the cleaner writes them (the Iceberg runtime's, then the
+# extras), so spark.conf may not. As a conf key, spark.jars replaced the runtime's jar instead of
+# joining it; merging would make the key mean something else than Spark's, and a config written for
+# the old behaviour (the runtime's path copied in) would load two Iceberg runtimes. Refused, loudly.
+_SPARK_LISTS = {"spark.jars": "spark.extra_jars", "spark.jars.packages": "spark.extra_packages"}
+
+
+def _spark_conf(value: Any) -> dict[str, str]:
+    out = {}
+    for key, v in _mapping(value).items():
+        if not key.startswith("spark."):
+            raise _Invalid("not a Spark setting (Spark's settings start with spark.)", (key,), v)
+        if key in _SPARK_LISTS:
+            raise _Invalid(f"lakecleaner writes {key} itself (the Iceberg runtime's, then yours): list yours in "
+                           f"{_SPARK_LISTS[key]}", (key,), v)
+        out[key] = _entry(key, _text, v)
+    return out
+
+
+def _each(check: Callable[[Any], Any]) -> Callable[[Any], tuple]:
+    """A YAML list whose every entry passes ``check`` (a problem named by the entry's index)."""
+    def each(value: Any) -> tuple:
+        return tuple(_entry(i, check, v) for i, v in enumerate(_list(value)))
+
+    return each
+
+
+def _defaults(value: Any) -> dict[str, Any]:
+    """The per-table settings' cleaner-wide defaults, each checked by its own Kafka parser; a YAML
+    list (compaction.key.columns: [id, region]) is the comma list."""
+    out = {}
+    for prop, v in _mapping(value).items():
+        if prop not in TABLE_SETTINGS:
+            raise _Invalid("unknown per-table setting", (prop,), v)
+        if isinstance(v, (list, tuple)):
+            v = ",".join(str(x) for x in v)
+        elif v is None or isinstance(v, Mapping):
+            raise _Invalid(f"expected a string, number or boolean, got {_kind(v)}", (prop,), v)
+        try:
+            TABLE_SETTINGS[prop].parse(v)
+        except ValueError as exc:
+            raise _Invalid(str(exc), (prop,), v) from None
+        out[prop] = v
+    return out
+
+
+def _severity(value: Any) -> dict[str, str]:
+    from lakecleaner.core.quality_rules import QUALITY_RULES, SEVERITIES  # it imports this module
+
+    for rule, level in _mapping(value).items():
+        if rule not in QUALITY_RULES:
+            raise _Invalid(f"unknown rule (rules: {'; '.join(QUALITY_RULES)})", (rule,), level)
+        if level not in SEVERITIES:
+            raise _Invalid(f"must be {' or '.join(SEVERITIES)}", (rule,), level)
+    return dict(value)
+
+
+class _SeveritySchema:
+    """quality.severity in the JSON Schema: one property per rule of the registry (read when the
+    schema is made: the registry imports this module)."""
+
+    def __get_pydantic_json_schema__(self, core_schema, handler) -> dict:
+        from lakecleaner.core.quality_rules import RULES, SEVERITIES
+
+        return {"type": "object", "additionalProperties": False,
+                "properties": {r.name: {"enum": list(SEVERITIES), "description": r.doc} for r in RULES}}
+
+
+def _defaults_schema() -> dict:
+    def one(s: Setting) -> dict:
+        if isinstance(s.default, bool):
+            types: Any = ["boolean", "string"]
+        elif isinstance(s.default, (int, float)):
+            types = ["integer" if isinstance(s.default, int) else "number", "string"]
+        elif isinstance(s.default, tuple):
+            return {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}],
+                    "default": ",".join(s.default), "description": s.doc}
+        else:
+            types = "string"
+        return {"type": types, "default": s.default, "description": s.doc}
+
+    return {"type": "object", "additionalProperties": False,
+            "properties": {prop: one(s) for prop, s in TABLE_SETTINGS.items()}}
+
+
+_MEMORY = re.compile(r"[0-9]+([kKmMgGtTpP][bB]?|[bB])?")  # what Spark reads as spark.driver.memory
+_MASTER = re.compile(r"\S+")
+_MAVEN = re.compile(r"[A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+:[A-Za-z0-9_.+-]+")  # group:artifact:version
+_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
+_SUFFIX = re.compile(r"[A-Za-z0-9_]+")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")  # a URI's (two letters at least: C: is a Windows drive)
+
+
+def is_local_location(location: str) -> bool:
+    """A path (absolute or relative) or a file: URI without a host (file:/x, file:///x): a location
+    the local file system reads, as the Hadoop catalog's table listing must."""
+    scheme = _SCHEME.match(location)
+    if not scheme:
+        return True
+    rest = location[scheme.end():]
+    return scheme.group(0).lower() == "file:" and (not rest.startswith("//") or rest.startswith("///"))
+
+
+def _shown_location(location: str) -> str:
+    """A location as an error may show it: no user or password, no query (where credentials go)."""
+    parts = urlsplit(location)
+    user, at, host = parts.netloc.rpartition("@")
+    return urlunsplit((parts.scheme, ("***@" if at else "") + host, parts.path, "", ""))
+
+
+def _typed(base: Any, check: Callable[[Any], Any], schema: Mapping[str, Any] | None = None) -> Any:
+    """``base`` checked by ``check`` (which raises _Invalid with the product's wording), shown in the
+    JSON Schema as ``schema`` when given."""
+    extra = (WithJsonSchema(dict(schema)),) if schema is not None else ()
+    return Annotated[base, BeforeValidator(check), *extra]
+
+
+def _pattern(regex: re.Pattern) -> dict:
+    return {"type": "string", "pattern": f"^({regex.pattern})$"}
+
+
+# The file's value types: each checked with the product's wording, each shown in the JSON Schema.
+_Name = _typed(str, _matching(IDENT, "must be a name of letters, digits and _"), _pattern(IDENT))
+_Location = _typed(str, _string)
+_Properties = _typed(Mapping[str, str], _properties,
+                     {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}})
+_PositiveInt = _typed(int, _number("must be a positive integer", True, lambda v: v >= 1),
+                      {"type": "integer", "minimum": 1})
+_CatalogType = _typed(str, _one_of(CATALOG_TYPES), {"enum": list(CATALOG_TYPES)})
+_Master = _typed(str, _matching(_MASTER, "must be a Spark master without spaces: local[2], spark://host:7077, "
+                                         "yarn, k8s://..."), _pattern(_MASTER))
+_RUNTIME = re.compile(f"{RUNTIME_AUTO}|{RUNTIME_PROVIDED}|{_MAVEN.pattern}")
+_Runtime = _typed(str, _matching(_RUNTIME, "must be auto, provided or a Maven coordinate group:artifact:version"),
+                  _pattern(_RUNTIME))
+_JAR = re.compile(r"[^,]+")  # spark.jars is a comma list
+_Jars = _typed(tuple[str, ...], _each(_matching(_JAR, "one jar per entry: a path or URL without commas")),
+               {"type": "array", "items": _pattern(_JAR)})
+_Packages = _typed(tuple[str, ...], _each(_matching(_MAVEN, "must be a Maven coordinate group:artifact:version")),
+                   {"type": "array", "items": _pattern(_MAVEN)})
+_Memory = _typed(str, _matching(_MEMORY, "must be a JVM memory size such as 2g or 512m"), _pattern(_MEMORY))
+_SparkConf = _typed(Mapping[str, str], _spark_conf,
+                    {"type": "object", "propertyNames": {"pattern": r"^spark\.", "not": {"enum": list(_SPARK_LISTS)}},
+                     "additionalProperties": {"type": ["string", "number", "boolean"]}})
+_Suffix = _typed(str, _matching(_SUFFIX, "must be a non-empty suffix of letters, digits and _ (the quarantine "
+                                         "table is <table><suffix>)"), _pattern(_SUFFIX))
+_Namespaces = _typed(tuple[str, ...], _names("must be a list of namespace names"),
+                     {"type": "array", "items": _pattern(IDENT)})
+_Seconds = _typed(float, _number("must be a positive number of seconds", False, lambda v: 0 < v < float("inf")),
+                  {"type": "number", "exclusiveMinimum": 0})
+_Share = _typed(float, _number("must be between 0 and 1", False, lambda v: 0 <= v <= 1),
+                {"type": "number", "minimum": 0, "maximum": 1})
+_EnvName = _typed(str, _matching(IDENT, "must be an environment variable's name (letters, digits and _)"),
+                  _pattern(IDENT))
+_Severity = Annotated[Mapping[str, str], BeforeValidator(_severity), _SeveritySchema()]
+_Defaults = Annotated[Mapping[str, Any], BeforeValidator(_defaults), WithJsonSchema(_defaults_schema())]
+_MODEL = ConfigDict(extra="forbid", validate_by_name=True, validate_by_alias=True)
+
+
+def _section(path: str) -> Callable[[type], type]:
+    """A section of the file as a frozen pydantic dataclass: built from YAML or in Python (keywords,
+    positions, dataclasses.replace), each mistake is a ConfigError at ``path`` (never pydantic's own
+    error, whose text quotes every value)."""
+    def wrap(cls: type) -> type:
+        cls = pydantic_dataclass(frozen=True, config=_MODEL)(cls)
+        init = cls.__init__
+
+        @functools.wraps(init)
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            try:
+                init(self, *args, **kwargs)
+            except ValidationError as exc:
+                raise _config_error(exc, cls, path) from None
+
+        cls.__init__ = __init__
+        return cls
+
+    return wrap
+
+
+@_section("catalog")
 class CatalogConfig:
-    name: str = "lake"
-    type: str = "hadoop"
-    warehouse: str = "warehouse"
-    properties: Mapping[str, str] = field(default_factory=dict)  # passed to both Spark and pyiceberg
-    spark_properties: Mapping[str, str] = field(default_factory=dict)  # Spark only (e.g. a JDBC uri)
-    pyiceberg_properties: Mapping[str, str] = field(default_factory=dict)  # pyiceberg only
+    """One catalog for both engines: Spark's spark.sql.catalog.<name>.* and pyiceberg's catalog."""
+    name: _Name = Field("lake", description="the catalog's name in Spark SQL and pyiceberg")
+    type: _CatalogType = Field("hadoop", description="hadoop (a local directory, no server) | rest | sql (JDBC) "
+                                                     "| hive | glue")
+    warehouse: _Location = Field("warehouse", description="the warehouse location; a relative path is relative "
+                                                          "to the config file")
+    properties: _Properties = Field(default_factory=dict, description="passed to both Spark and pyiceberg")
+    spark_properties: _Properties = Field(default_factory=dict, description="Spark only (e.g. a JDBC uri)")
+    pyiceberg_properties: _Properties = Field(default_factory=dict, description="pyiceberg only")
+
+    @model_validator(mode="after")
+    def _hadoop_is_local(self) -> "CatalogConfig":
+        """A Hadoop catalog's tables are found by listing its warehouse directory (pyiceberg has no
+        Hadoop catalog: lakecleaner.core.metadata walks it), which only a local file system allows.
+        On object storage or HDFS it listed nothing, without an error, so nothing was ever cleaned."""
+        if self.type == "hadoop" and not is_local_location(self.warehouse):
+            raise _Invalid(f"the hadoop catalog {self.name}'s warehouse {_shown_location(self.warehouse)} is not "
+                           "local: lakecleaner lists a Hadoop catalog's tables by walking its warehouse directory "
+                           "on the local file system (pyiceberg has no Hadoop catalog); use a local path or a "
+                           "file:/// URI, or a catalog with a server (rest, sql, hive, glue) for this warehouse",
+                           ("warehouse",), self.warehouse)
+        return self
 
     def spark_conf(self) -> dict[str, str]:
         """spark.sql.catalog.<name>.* for Iceberg's SparkCatalog."""
@@ -402,50 +725,63 @@ class CatalogConfig:
         return props
 
 
-@dataclass(frozen=True)
+@_section("spark")
 class SparkConfig:
-    master: str = "local[2]"
-    # "auto": the Iceberg runtime jar shipped in the pinned PyPI package. Otherwise a Maven
-    # coordinate passed as spark.jars.packages, for deployments that reach Maven.
-    iceberg_runtime: str = "auto"
-    driver_memory: str = "2g"
-    conf: Mapping[str, str] = field(default_factory=dict)
+    master: _Master = Field("local[2]", description="the CLI's master (the DAG's comes from its Airflow connection)")
+    # "auto": the Iceberg runtime jar shipped in the pinned PyPI package; "provided": the cluster
+    # brings Iceberg (no jar, no package); otherwise a Maven coordinate passed as spark.jars.packages,
+    # for deployments that reach Maven. lakecleaner.core.sparkconf renders it.
+    iceberg_runtime: _Runtime = Field(RUNTIME_AUTO, description="auto: the jar inside the pinned PyPI package; "
+                                                                "provided: the cluster brings Iceberg; or a Maven "
+                                                                "coordinate")
+    driver_memory: _Memory = Field("2g", description="spark.driver.memory")
+    conf: _SparkConf = Field(default_factory=dict, description="any Spark setting but spark.jars and "
+                                                               "spark.jars.packages; overrides the cleaner's own")
+    extra_jars: _Jars = Field((), description="jars added to the Iceberg runtime's (spark.jars), e.g. a JDBC driver")
+    extra_packages: _Packages = Field((), description="Maven coordinates added to spark.jars.packages")
 
 
-@dataclass(frozen=True)
+@_section("cleaner")
 class CleanerConfig:
-    threads: int = 1  # Kafka's log.cleaner.threads: how many Spark jobs run at once
-    meta_namespace: str = "lakecleaner"  # run history lives here, in the same catalog
-    quarantine_suffix: str = "__quarantine"
-    namespaces: tuple[str, ...] = ()  # empty = every namespace
-    state_location: str = ""  # where failure counts and uncleanable marks live; "" = <warehouse>/_lakecleaner
-    uncleanable_after_failures: int = 3  # consecutive failed runs before a table is marked uncleanable
+    threads: _PositiveInt = Field(1, description="Kafka's log.cleaner.threads: how many Spark jobs run at once")
+    meta_namespace: _Name = Field("lakecleaner", description="run history lives here, in the same catalog")
+    quarantine_suffix: _Suffix = Field("__quarantine", description="the quarantine table of <table> is "
+                                                                   "<table><suffix>")
+    namespaces: _Namespaces = Field((), description="the namespaces cleaned; empty: every namespace")
+    state_location: _Location = Field("", description="where failure counts and uncleanable marks live; empty: "
+                                                      "<warehouse>/_lakecleaner")
+    uncleanable_after_failures: _PositiveInt = Field(
+        3, description="consecutive failed runs before a table is marked uncleanable")
     # An application starts no new table after this many seconds (nor after one schedule interval);
     # the tables it did not reach are left, still ranked, to the next run.
-    application_budget_s: float = 600.0
+    application_budget_s: _Seconds = Field(600.0, description="an application starts no new table after this "
+                                                              "(nor after one schedule interval)")
     # Tables one application cleans side by side (Kafka's cleaner threads, inside one application): a
     # small table's chain waits mostly on the driver (planning, catalog calls, commits), so two in
     # flight keep the cores busy. Validations still run one at a time.
-    application_threads: int = 2
+    application_threads: _PositiveInt = Field(2, description="tables one application cleans side by side")
     # The cleaner's own records (run history rows, metrics, reports, data-quality results, Data
     # Docs pages) older than this are deleted (lakecleaner.core.housekeeping); each table's newest
     # data-quality result is kept whatever its age.
-    own_files_retention_days: int = 30
+    own_files_retention_days: _PositiveInt = Field(30, description="the cleaner's own records older than this go")
 
 
-@dataclass(frozen=True)
+@_section("quality")
 class QualityConfig:
-    # Per rule (by its name in lakecleaner.spark.quality): "fail" fails the validation task, "warn" logs.
-    severity: Mapping[str, str] = field(default_factory=dict)
-    anomalous_share_max: float = 0.05  # header/column strategies: share of records without a valid version
+    # Per rule (by its name in lakecleaner.core.quality_rules): "fail" fails the validation task, "warn" logs.
+    severity: _Severity = Field(default_factory=dict, description="per rule: fail (the validation fails) or warn "
+                                                                 "(logged); default fail")
+    anomalous_share_max: _Share = Field(0.05, description="header/column strategies: the share of records without "
+                                                          "a valid version allowed")
 
 
-@dataclass(frozen=True)
+@_section("erasure")
 class ErasureConfig:
     # The environment variable carrying the deployment's key-hash secret (lakecleaner.core.keyhash): erased
     # keys and offending rows are named by HMAC-SHA256 under it. Unset or empty: an unkeyed SHA-256,
     # which is pseudonymous only (a low-entropy key is recovered by guessing), and results say so.
-    key_hash_secret_env: str = "LAKECLEANER_KEY_HASH_SECRET"
+    key_hash_secret_env: _EnvName = Field("LAKECLEANER_KEY_HASH_SECRET",
+                                          description="the environment variable holding the key-hash secret")
 
 
 # What the DAG alerts on (lakecleaner.airflow.notify): a table newly marked uncleanable, a data-quality rule
@@ -453,55 +789,52 @@ class ErasureConfig:
 ALERT_KINDS = ("uncleanable", "quality_failed", "compaction_lag")
 
 
-@dataclass(frozen=True)
+def _alerts(value: Any) -> tuple[str, ...]:
+    alerts = _list(value)
+    if not alerts:
+        raise _Invalid(f"must be a non-empty list of: {', '.join(ALERT_KINDS)}")
+    return tuple(_entry(i, _one_of(ALERT_KINDS), a) for i, a in enumerate(alerts))
+
+
+_ClassPath = _typed(str, _matching(_DOTTED, "must be an importable dotted path, e.g. "
+                                            "airflow.providers.smtp.notifications.smtp.SmtpNotifier"), _pattern(_DOTTED))
+_Kwargs = _typed(Mapping[str, Any], _mapping)
+_Alerts = _typed(tuple[str, ...], _alerts, {"type": "array", "minItems": 1, "items": {"enum": list(ALERT_KINDS)}})
+
+
+@_section("notifiers")
 class NotifierSpec:
     """One entry of the YAML's ``notifiers:`` list: an Airflow notifier class (a BaseNotifier, e.g.
     the SMTP or Slack provider's), the keyword arguments it is built with (templated fields see the
     alert as ``alert``), and the alert kinds it gets. Imported only where alerts are sent (Airflow)."""
-    class_path: str
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-    alerts: tuple[str, ...] = ALERT_KINDS
+    class_path: _ClassPath = Field(alias="class", description="an Airflow notifier class (airflow.sdk.BaseNotifier)")
+    kwargs: _Kwargs = Field(default_factory=dict, description="the keyword arguments it is built with; templated "
+                                                              "fields see the alert as alert")
+    alerts: _Alerts = Field(ALERT_KINDS, description="the alert kinds it gets")
 
 
-def parse_notifiers(raw: Any, source: str = "<config>") -> tuple[NotifierSpec, ...]:
+def parse_notifiers(raw: Any, source: str | None = None) -> tuple[NotifierSpec, ...]:
     """The ``notifiers:`` section: a list of {class, kwargs, alerts}; each mistake named by its index."""
     if raw is None:
         return ()
-    if not isinstance(raw, list):
-        raise ConfigError(None, "notifiers", raw, f"must be a list of {{class, kwargs, alerts}} (in {source})")
-    specs = []
-    for i, entry in enumerate(raw):
-        where = f"notifiers[{i}]"
-        if not isinstance(entry, Mapping):
-            raise ConfigError(None, where, entry, "must be a mapping with class (and optionally kwargs, alerts)")
-        unknown = set(entry) - {"class", "kwargs", "alerts"}
-        if unknown:
-            raise ConfigError(None, f"{where}.{sorted(unknown)[0]}", entry[sorted(unknown)[0]],
-                              "unknown key (known: alerts, class, kwargs)")
-        path = entry.get("class")
-        if not isinstance(path, str) or not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+", path):
-            raise ConfigError(None, f"{where}.class", path, "must be an importable dotted path, e.g. "
-                                                            "airflow.providers.smtp.notifications.smtp.SmtpNotifier")
-        kwargs = entry.get("kwargs") or {}
-        if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
-            raise ConfigError(None, f"{where}.kwargs", kwargs, "must be a mapping of argument name to value")
-        alerts = entry.get("alerts", list(ALERT_KINDS))
-        if not isinstance(alerts, list) or not alerts or any(a not in ALERT_KINDS for a in alerts):
-            raise ConfigError(None, f"{where}.alerts", alerts, f"must be a non-empty list of: {', '.join(ALERT_KINDS)}")
-        specs.append(NotifierSpec(path, dict(kwargs), tuple(alerts)))
-    return tuple(specs)
+    try:
+        return _NOTIFIERS.validate_python(raw)
+    except ValidationError as exc:
+        raise _config_error(exc, tuple[NotifierSpec, ...], "notifiers", source) from None
 
 
-@dataclass(frozen=True)
+@_section("")
 class LakecleanerConfig:
-    catalog: CatalogConfig = field(default_factory=CatalogConfig)
-    spark: SparkConfig = field(default_factory=SparkConfig)
-    cleaner: CleanerConfig = field(default_factory=CleanerConfig)
-    defaults: Mapping[str, Any] = field(default_factory=dict)
-    quality: QualityConfig = field(default_factory=QualityConfig)
-    notifiers: tuple[NotifierSpec, ...] = ()
-    erasure: ErasureConfig = field(default_factory=ErasureConfig)
-    source: str = "<built-in>"
+    catalog: CatalogConfig = Field(default_factory=CatalogConfig)
+    spark: SparkConfig = Field(default_factory=SparkConfig)
+    cleaner: CleanerConfig = Field(default_factory=CleanerConfig)
+    defaults: _Defaults = Field(
+        default_factory=dict, description="cleaner-wide defaults of the per-table settings (Kafka's "
+                                          "log.cleaner.* role); a table property of the same name overrides them")
+    quality: QualityConfig = Field(default_factory=QualityConfig)
+    notifiers: tuple[NotifierSpec, ...] = Field((), description="where alerts go (Airflow notifiers)")
+    erasure: ErasureConfig = Field(default_factory=ErasureConfig)
+    source: SkipJsonSchema[_Location] = "<built-in>"  # the file it came from
 
     @property
     def state_root(self) -> str:
@@ -513,116 +846,194 @@ class LakecleanerConfig:
         return f"{self.catalog.name}.{self.cleaner.meta_namespace}.run_history"
 
 
-def _section(raw: Mapping[str, Any], name: str, cls: type, source: str) -> Any:
-    data = raw.get(name) or {}
-    if not isinstance(data, Mapping):
-        raise ConfigError(None, name, data, f"must be a mapping (in {source})")
-    known = set(cls.__dataclass_fields__)
-    unknown = set(data) - known
-    if unknown:
-        raise ConfigError(None, f"{name}.{sorted(unknown)[0]}", data[sorted(unknown)[0]],
-                          f"unknown key (known: {', '.join(sorted(known))}; in {source})")
-    return cls(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items()})
+_CONFIG = TypeAdapter(LakecleanerConfig)
+_NOTIFIERS = TypeAdapter(tuple[NotifierSpec, ...])
 
 
-def _check_cleaner(cleaner: CleanerConfig) -> None:
-    """The cleaner section's names and counts: each becomes an identifier, a file name or a bound."""
-    for name in ("meta_namespace",):
-        value = getattr(cleaner, name)
-        if not isinstance(value, str) or not IDENT.fullmatch(value):
-            raise ConfigError(None, f"cleaner.{name}", value, "must be a name of letters, digits and _")
-    suffix = cleaner.quarantine_suffix
-    if not isinstance(suffix, str) or not re.fullmatch(r"[A-Za-z0-9_]+", suffix):
-        raise ConfigError(None, "cleaner.quarantine_suffix", suffix,
-                          "must be a non-empty suffix of letters, digits and _ (the quarantine table is <table><suffix>)")
-    namespaces = cleaner.namespaces
-    if not isinstance(namespaces, tuple) or not all(isinstance(n, str) and IDENT.fullmatch(n) for n in namespaces):
-        raise ConfigError(None, "cleaner.namespaces", namespaces, "must be a list of namespace names")
-    for name in ("uncleanable_after_failures", "own_files_retention_days"):
-        value = getattr(cleaner, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(None, f"cleaner.{name}", value, "must be a positive integer")
-    if not isinstance(cleaner.state_location, str):
-        raise ConfigError(None, "cleaner.state_location", cleaner.state_location, "must be a location string")
+# ---------------------------------------------------------------- pydantic's errors as ConfigErrors
+_MAPPING_ERRORS = ("dataclass_type", "dataclass_args_type", "dict_type", "model_type", "model_attributes_type",
+                   "mapping_type")
+_LIST_ERRORS = ("list_type", "tuple_type", "iterable_type", "sequence_str")
 
 
+def _path(root: str, loc: tuple) -> str:
+    path = root
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path
+
+
+def _fields(tp: Any) -> dict[str, str]:
+    """A section type's keys as the file spells them (an alias, else the name), by field name."""
+    return {name: f.alias or name for name, f in getattr(tp, "__pydantic_fields__", {}).items()}
+
+
+def _known_keys(tp: Any, loc: tuple) -> list[str]:
+    """The keys the file may write at ``loc`` under the section type ``tp``."""
+    for part in loc:
+        if get_origin(tp) is tuple:
+            tp = get_args(tp)[0]
+        if not isinstance(part, int):
+            fields = getattr(tp, "__pydantic_fields__", {})
+            name = next((n for n, spelled in _fields(tp).items() if part in (n, spelled)), None)
+            tp = fields[name].annotation if name else None
+    if get_origin(tp) is tuple:
+        tp = get_args(tp)[0]
+    return sorted(spelled for name, spelled in _fields(tp).items() if name != "source")
+
+
+def _problem(error: Mapping[str, Any], tp: Any, root: str, source: str | None) -> ConfigError:
+    loc, value = tuple(error["loc"]), error.get("input")
+    cause = (error.get("ctx") or {}).get("error")
+    kind = error["type"]
+    if isinstance(cause, _Invalid):
+        loc, problem = loc + cause.at, cause.problem
+        value = value if cause.value is _UNSET else cause.value
+    elif kind in ("unexpected_keyword_argument", "extra_forbidden"):
+        problem = f"unknown key (known: {', '.join(_known_keys(tp, loc[:-1]))})"
+    elif kind in ("missing", "missing_argument", "missing_keyword_only_argument"):
+        problem = "missing (required)"
+    elif kind in _MAPPING_ERRORS:
+        problem = f"expected a mapping, got {_kind(value)}"
+    elif kind in _LIST_ERRORS:
+        problem = f"expected a list, got {_kind(value)}"
+    else:
+        problem = error["msg"]  # pydantic's message never quotes the value (its error's str does)
+    return ConfigError(None, _path(root, loc), value, problem + (f" (in {source})" if source else ""))
+
+
+def _config_error(exc: ValidationError, tp: Any, root: str, source: str | None = None) -> ConfigError:
+    """The first of pydantic's errors as a ConfigError; every one of them in its ``problems``."""
+    problems = tuple(_problem(e, tp, root, source) for e in exc.errors(include_url=False))
+    problems[0].problems = problems
+    return problems[0]
+
+
+# ---------------------------------------------------------------- the JSON Schema
+# What an editor should allow where a value is a ${NAME} reference (the value comes at load time).
+_REFERENCE_SCHEMA = {"type": "string", "pattern": r"\$\{[A-Za-z_][A-Za-z0-9_]*\}"}
+
+
+def _referable(schema: Any) -> Any:
+    """``schema`` with every constrained value (a number, a boolean, an enum, a pattern) allowing a
+    ${NAME} reference too. Names (property names, keys) are never references."""
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    for key in ("properties", "$defs"):
+        if key in out:
+            out[key] = {name: _referable(sub) for name, sub in out[key].items()}
+    for key in ("items", "additionalProperties"):
+        if isinstance(out.get(key), dict):
+            out[key] = _referable(out[key])
+    if "anyOf" in out:
+        out["anyOf"] = [_referable(sub) for sub in out["anyOf"]]
+    types = out.get("type")
+    types = set(types) if isinstance(types, list) else {types}
+    constrained = "enum" in out or "pattern" in out or (types & {"integer", "number", "boolean"} and
+                                                         "string" not in types)
+    if "$ref" in out or "anyOf" in out or not constrained:
+        return out
+    meta = {key: out.pop(key) for key in ("title", "description", "default") if key in out}
+    return {**meta, "anyOf": [out, _REFERENCE_SCHEMA]}
+
+
+def config_schema() -> dict[str, Any]:
+    """The config file as JSON Schema (draft 2020-12), for editors and CI (``lakecleaner config schema``)."""
+    schema = _referable(_CONFIG.json_schema())
+    schema.pop("title", None)
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "lakecleaner configuration",
+            "description": "lakecleaner's YAML config (lakecleaner.core.config). A value may be ${NAME}, the "
+                           "environment variable's value at load time ($${ is a literal ${).", **schema}
+
+
+# ---------------------------------------------------------------- loading
 def config_document(cfg: LakecleanerConfig, **sections: Mapping[str, Any]) -> dict[str, Any]:
     """``cfg``'s catalog and Spark sections as the YAML ``load_config`` reads, plus ``sections``: for
-    code that hands a configuration built in Python to another process (spark-submit, the CLI, Airflow)."""
+    code that hands a configuration built in Python to another process (spark-submit, the CLI, Airflow).
+    Its values are literal (a ${ is written $${): what the other process loads is what was built."""
     c, s = cfg.catalog, cfg.spark
-    return {"catalog": {"name": c.name, "type": c.type, "warehouse": c.warehouse, "properties": dict(c.properties),
-                        "spark_properties": dict(c.spark_properties),
-                        "pyiceberg_properties": dict(c.pyiceberg_properties)},
-            "spark": {"master": s.master, "iceberg_runtime": s.iceberg_runtime, "driver_memory": s.driver_memory,
-                      "conf": dict(s.conf)},
-            **sections}
+    return _escaped({
+        "catalog": {"name": c.name, "type": c.type, "warehouse": c.warehouse, "properties": dict(c.properties),
+                    "spark_properties": dict(c.spark_properties), "pyiceberg_properties": dict(c.pyiceberg_properties)},
+        "spark": {"master": s.master, "iceberg_runtime": s.iceberg_runtime, "driver_memory": s.driver_memory,
+                  "conf": dict(s.conf), "extra_jars": list(s.extra_jars), "extra_packages": list(s.extra_packages)},
+        **sections})
+
+
+# ${NAME} is the environment variable's value; $${ is a literal ${. Anything else after ${ is refused
+# rather than kept (${VAR:-default} is a shell's, not ours).
+_REFERENCE = re.compile(r"\$\$\{|\$\{([^}]*)(\}?)")
+
+
+def _interpolate(value: Any, path: str, env: Mapping[str, str], source: str) -> Any:
+    """Every string value of the document with its ${NAME} references replaced (keys are names, kept)."""
+    if isinstance(value, Mapping):
+        return {k: _interpolate(v, _path(path, (k,)), env, source) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_interpolate(v, _path(path, (i,)), env, source) for i, v in enumerate(value)]
+    if not isinstance(value, str):
+        return value
+
+    def substitute(match: re.Match) -> str:
+        if match.group(0) == "$${":
+            return "${"
+        name = match.group(1)
+        if not match.group(2) or not IDENT.fullmatch(name):
+            raise ConfigError(None, path, value, "a malformed ${...}: write ${NAME} (letters, digits and _), or $${ "
+                                                 f"for a literal ${{ (in {source})")
+        if name not in env:
+            raise ConfigError(None, path, value, f"environment variable {name} is not set (in {source})")
+        return env[name]
+
+    return _REFERENCE.sub(substitute, value)
+
+
+def _escaped(value: Any) -> Any:
+    """``value`` as a document says it literally: each ${ written $${ (the reverse of _interpolate)."""
+    if isinstance(value, Mapping):
+        return {k: _escaped(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_escaped(v) for v in value]
+    return value.replace("${", "$${") if isinstance(value, str) else value
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """The file's sections, each None one left out (the built-in default)."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:  # its own text quotes the offending line, which may hold a credential
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(None, "<file>", str(path), f"not valid YAML: {getattr(exc, 'problem', None) or 'unreadable'}"
+                                                     f"{where}") from None
+    raw = {} if raw is None else raw
+    if not isinstance(raw, Mapping):
+        raise ConfigError(None, "<file>", str(path), "top level must be a mapping")
+    unknown = sorted(str(k) for k in raw if k not in SECTIONS)
+    if unknown:
+        raise ConfigError(None, unknown[0], None, f"unknown section (known: {', '.join(SECTIONS)}; in {path})",
+                          hide_value=True)
+    return {k: v for k, v in raw.items() if v is not None}
 
 
 def load_config(path: str | os.PathLike | None = None) -> LakecleanerConfig:
-    """Load the YAML config: explicit path, else $LAKECLEANER_CONFIG, else the shipped default. A
+    """Load the YAML config: explicit path, else $LAKECLEANER_CONFIG, else the shipped default. Each
+    ${NAME} in a value is the environment variable's value ($${ a literal ${). A
     relative warehouse path of a hadoop catalog is resolved against the config file's directory; the
-    shipped default's (a file inside the installed package) against the working directory."""
+    shipped default's (a file inside the installed package) against the working directory. Every
+    mistake is a ConfigError naming its path (its ``problems``: all of them)."""
     path = Path(path or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_PATH)
     if not path.exists():
         raise ConfigError(None, CONFIG_ENV, str(path), "config file not found")
-    raw = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(raw, Mapping):
-        raise ConfigError(None, "<file>", str(path), "top level must be a mapping")
-    unknown = set(raw) - {"catalog", "spark", "cleaner", "defaults", "quality", "notifiers", "erasure"}
-    if unknown:
-        raise ConfigError(None, sorted(unknown)[0], "...", f"unknown section in {path}")
-    catalog = _section(raw, "catalog", CatalogConfig, str(path))
-    if catalog.type not in CATALOG_TYPES:
-        raise ConfigError(None, "catalog.type", catalog.type, f"must be one of {', '.join(CATALOG_TYPES)}")
-    if catalog.type == "hadoop" and catalog.warehouse and "://" not in catalog.warehouse:
-        base = Path.cwd() if path.resolve() == DEFAULT_CONFIG_PATH else path.resolve().parent
-        catalog = CatalogConfig(**{**catalog.__dict__, "warehouse": str((base / catalog.warehouse).resolve())})
-    defaults = raw.get("defaults") or {}
-    if not isinstance(defaults, Mapping):
-        raise ConfigError(None, "defaults", defaults, f"must be a mapping (in {path})")
-    # A YAML list (e.g. compaction.key.columns: [id, region]) is the comma list; validate that form.
-    defaults = {k: (",".join(str(x) for x in v) if isinstance(v, list) else v) for k, v in defaults.items()}
-    for prop, value in defaults.items():
-        if prop not in TABLE_SETTINGS:
-            raise ConfigError(None, f"defaults.{prop}", value, "unknown per-table setting")
-        try:
-            TABLE_SETTINGS[prop].parse(value)
-        except ValueError as exc:
-            raise ConfigError(None, f"defaults.{prop}", value, str(exc)) from None
-    if not isinstance(catalog.name, str) or not IDENT.fullmatch(catalog.name):
-        raise ConfigError(None, "catalog.name", catalog.name, "must be a name of letters, digits and _")
-    cleaner = _section(raw, "cleaner", CleanerConfig, str(path))
-    _check_cleaner(cleaner)
-    for name in ("threads", "application_threads"):
-        value = getattr(cleaner, name)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ConfigError(None, f"cleaner.{name}", value, "must be a positive integer")
-    budget = cleaner.application_budget_s
-    if not isinstance(budget, (int, float)) or isinstance(budget, bool) or not 0 < budget < float("inf"):
-        raise ConfigError(None, "cleaner.application_budget_s", budget, "must be a positive number of seconds")
-    quality = _section(raw, "quality", QualityConfig, str(path))
-    if not isinstance(quality.severity, Mapping):
-        raise ConfigError(None, "quality.severity", quality.severity, "must be a mapping of rule name to fail or warn")
-    for rule, level in dict(quality.severity).items():
-        if rule not in QUALITY_RULES:
-            raise ConfigError(None, f"quality.severity.{rule}", level,
-                              f"unknown rule (rules: {'; '.join(QUALITY_RULES)})")
-        if level not in ("fail", "warn"):
-            raise ConfigError(None, f"quality.severity.{rule}", level, "must be fail or warn")
-    share = quality.anomalous_share_max
-    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
-        raise ConfigError(None, "quality.anomalous_share_max", quality.anomalous_share_max, "must be between 0 and 1")
-    erasure = _section(raw, "erasure", ErasureConfig, str(path))
-    if not isinstance(erasure.key_hash_secret_env, str) or not IDENT.fullmatch(erasure.key_hash_secret_env):
-        raise ConfigError(None, "erasure.key_hash_secret_env", erasure.key_hash_secret_env,
-                          "must be an environment variable's name (letters, digits and _)")
-    return LakecleanerConfig(
-        catalog=catalog,
-        quality=quality,
-        erasure=erasure,
-        spark=_section(raw, "spark", SparkConfig, str(path)),
-        cleaner=cleaner,
-        defaults=defaults,
-        notifiers=parse_notifiers(raw.get("notifiers"), str(path)),
-        source=str(path),
-    )
+    doc = _interpolate(_read(path), "", os.environ, str(path))
+    catalog = doc.get("catalog", {})
+    if isinstance(catalog, Mapping) and catalog.get("type", "hadoop") == "hadoop":
+        warehouse = catalog.get("warehouse", "warehouse")
+        if isinstance(warehouse, str) and warehouse and not _SCHEME.match(warehouse):
+            base = Path.cwd() if path.resolve() == DEFAULT_CONFIG_PATH else path.resolve().parent
+            doc["catalog"] = {**catalog, "warehouse": str((base / warehouse).resolve())}
+    try:
+        return _CONFIG.validate_python({**doc, "source": str(path)})
+    except ValidationError as exc:
+        raise _config_error(exc, LakecleanerConfig, "", str(path)) from None

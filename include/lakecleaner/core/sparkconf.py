@@ -1,5 +1,6 @@
 """The Spark conf of every lakecleaner application: the Iceberg runtime jar (found inside the pinned PyPI
-package, or a Maven coordinate), the JVM options and the catalog's conf. Pure: the CLI and the Airflow
+package, a Maven coordinate, or provided by the cluster) and the config's extra jars and packages, the
+JVM options and the catalog's conf. Pure: the CLI and the Airflow
 face render spark-submit command lines from it without importing Spark (lakecleaner.core.submit)."""
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import glob
 import os
 from importlib.resources import files
 
-from lakecleaner.core.config import LakecleanerConfig
+from lakecleaner.core.config import RUNTIME_AUTO, RUNTIME_PROVIDED, LakecleanerConfig
 
 RUNTIME_PACKAGE = "snowpark_connect_deps_iceberg"
 RUNTIME_GLOB = "iceberg-spark-runtime-3.5_2.12-*.jar"
@@ -28,7 +29,7 @@ def iceberg_runtime_jar() -> str:
     except ImportError:
         raise RuntimeJarNotFound(
             f"{RUNTIME_PACKAGE} is not installed: pip install snowpark-connect-deps-iceberg==1.0.2, "
-            "or set spark.iceberg_runtime to a Maven coordinate"
+            "or set spark.iceberg_runtime to a Maven coordinate, or to provided where the cluster has Iceberg"
         ) from None
     jars = sorted(glob.glob(os.path.join(os.path.dirname(pkg.__file__), "jars", RUNTIME_GLOB)))
     if not jars:
@@ -43,6 +44,19 @@ def iceberg_runtime_jar() -> str:
 # 20M-record runs: 6.6-8.1 s -> 5.7 s). Measured in benchmarks/, where the naive rewrite runs with
 # the same options. IgnoreUnrecognizedVMOptions: the huge-page flag exists only in Linux JVMs.
 JVM_OPTIONS = "-XX:+UseParallelGC -XX:+IgnoreUnrecognizedVMOptions -XX:+UseTransparentHugePages"
+
+
+def jars_and_packages(cfg: LakecleanerConfig) -> dict[str, str]:
+    """spark.jars and spark.jars.packages: the Iceberg runtime's jar (auto) or package (a Maven
+    coordinate), or nothing (provided: the cluster has Iceberg), then the config's extra_jars and
+    extra_packages. Only the lists that are not empty."""
+    jars, packages = list(cfg.spark.extra_jars), list(cfg.spark.extra_packages)
+    if cfg.spark.iceberg_runtime == RUNTIME_AUTO:
+        jars.insert(0, iceberg_runtime_jar())
+    elif cfg.spark.iceberg_runtime != RUNTIME_PROVIDED:
+        packages.insert(0, cfg.spark.iceberg_runtime)
+    return {key: ",".join(values) for key, values in (("spark.jars", jars), ("spark.jars.packages", packages))
+            if values}
 
 
 def spark_conf(cfg: LakecleanerConfig) -> dict[str, str]:
@@ -66,10 +80,7 @@ def spark_conf(cfg: LakecleanerConfig) -> dict[str, str]:
         "spark.driver.memory": cfg.spark.driver_memory,
         "spark.redaction.regex": REDACTION,
     }
-    if cfg.spark.iceberg_runtime == "auto":
-        conf["spark.jars"] = iceberg_runtime_jar()
-    else:
-        conf["spark.jars.packages"] = cfg.spark.iceberg_runtime
+    conf.update(jars_and_packages(cfg))
     conf.update(cfg.catalog.spark_conf())
     conf.update({k: str(v) for k, v in cfg.spark.conf.items()})
     return conf

@@ -98,8 +98,8 @@ def submit_conf(cfg: LakecleanerConfig) -> dict[str, str]:
 @dataclass(frozen=True)
 class SubmitOptions:
     """What every lakecleaner spark-submit carries, whoever submits: the package zip (--py-files),
-    the Iceberg runtime (--jars, or --packages for a Maven coordinate) and the rest of the Spark conf
-    (spark.driver.memory included; never the catalog's)."""
+    the Iceberg runtime and the config's extras (--jars, --packages: see sparkconf.jars_and_packages)
+    and the rest of the Spark conf (spark.driver.memory included; never the catalog's)."""
 
     py_files: str
     conf: dict[str, str] = field(default_factory=dict)

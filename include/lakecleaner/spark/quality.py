@@ -26,6 +26,9 @@ from lakecleaner.spark.frames import Frames
 from lakecleaner.spark.history import ensure_history_table
 from lakecleaner.core.rules import Checkpoint, tombstone_expired_sql
 from lakecleaner.core.quality_results import docs_dir, list_results, quality_root
+from lakecleaner.core.quality_rules import (ANOMALOUS_VERSIONS, FORGOTTEN_STAY_FORGOTTEN, FRESHNESS, NO_NULL_KEYS,
+                                           OFFSETS_UNIQUE, ONE_RECORD_PER_KEY, QUALITY_RULES, TOMBSTONE_EXPIRY,
+                                           TOMBSTONE_NOT_EARLY, winner_is_right)
 from lakecleaner.core.state import write_document
 from lakecleaner.core.keyhash import UNKEYED, UNKEYED_HASHER, KeyHasher, hash_sql, key_hasher, pads_join
 from lakecleaner.spark.frames import register_pads
@@ -54,6 +57,10 @@ class Rule:
     name: str  # the rule it guards, shown in the UI and in errors
     description: str
     query: str  # over {batch}
+
+    def __post_init__(self):
+        if self.name not in QUALITY_RULES:  # results, alerts and quality.severity speak the registry's names
+            raise ValueError(f"rule {self.name!r} is not in lakecleaner.core.quality_rules")
 
 
 def _by_partition(offsets: dict, op: str) -> str | None:
@@ -94,7 +101,7 @@ def build_rules(tc: TableConfig, ckpt: Checkpoint, now_ms: int, interval_ms: int
     expired = _expired_pred(ckpt, now_ms - interval_ms, tc.delete_retention_ms)
     if expired:
         rules.append(Rule(
-            "tombstone expiry (delete.retention.ms)",
+            TOMBSTONE_EXPIRY,
             f"no tombstone is still here more than delete.retention.ms={tc.delete_retention_ms} plus one schedule "
             f"interval after the run that first cleaned it",
             _named_by_hash(tc, hasher, "partition_id, offset_id",
@@ -103,13 +110,13 @@ def build_rules(tc: TableConfig, ckpt: Checkpoint, now_ms: int, interval_ms: int
     clean = _by_partition(ckpt.offsets, "<=")
     if clean:
         rules.append(Rule(
-            "one record per key",
+            ONE_RECORD_PER_KEY,
             "the cleaned part holds one record per key (per partition), except each partition's log end",
             _named_by_hash(tc, hasher, "partition_id, records",
                            f"lc_p AS partition_id, count(*) AS records FROM {with_log_end} "
                            f"WHERE ({clean}) AND {not_log_end} GROUP BY lc_p, {keys} HAVING count(*) > 1")))
         rules.append(Rule(
-            f"the winner is right ({tc.strategy} strategy)",
+            winner_is_right(tc.strategy),
             "no cleaned record is beaten under the table's strategy by another cleaned record of its key",
             _named_by_hash(tc, hasher, "partition_id, offset_id",
                            f"lc_p AS partition_id, lc_o AS offset_id FROM ("
@@ -118,7 +125,7 @@ def build_rules(tc: TableConfig, ckpt: Checkpoint, now_ms: int, interval_ms: int
         # Only the cleaned part: a keyless record an ingest appended since is dirty, the next run's to move.
         # A partition's log end stays, though copied to quarantine (rule 6: its highest offset never goes).
         null_key = Strategy(tc).null_key_sql
-        rules.append(Rule("no null keys outside quarantine",
+        rules.append(Rule(NO_NULL_KEYS,
                           "cleaned keyless records are moved to the quarantine table, except each partition's log end",
                           f"SELECT lc_p AS partition_id, lc_o AS offset_id FROM {with_log_end} WHERE ({null_key}) "
                           f"AND ({clean}) AND {not_log_end} LIMIT {OFFENDING_ROWS}"))
@@ -128,27 +135,25 @@ def build_rules(tc: TableConfig, ckpt: Checkpoint, now_ms: int, interval_ms: int
             f"FROM {{batch}} b{f.join} JOIN {f.relation} f ON {f.hash_sql} = f.lc_forgotten_hash "
             f"WHERE b.lc_o <= try_element_at(f.lc_forgotten_offsets, b.lc_p)" for f in forgotten)
         rules.append(Rule(
-            "forgotten keys stay forgotten",
+            FORGOTTEN_STAY_FORGOTTEN,
             "no record of a key erased on request (lakecleaner forget) at or below its partition's highest "
             "offset at the request; later records of the key are new data",
             f"SELECT * FROM ({joins}) LIMIT {OFFENDING_ROWS}"))
-    rules.append(Rule("offsets unique per partition", "Kafka's contract: one record per (partition, offset)",
+    rules.append(Rule(OFFSETS_UNIQUE, "Kafka's contract: one record per (partition, offset)",
                       f"SELECT lc_p AS partition_id, lc_o AS offset_id, count(*) AS records FROM {{batch}} "
                       f"GROUP BY lc_p, lc_o HAVING count(*) > 1 LIMIT {OFFENDING_ROWS}"))
     if tc.strategy in ("header", "column"):
         rules.append(Rule(
-            "anomalous versions below threshold",
+            ANOMALOUS_VERSIONS,
             f"at most {anomalous_share_max:.1%} of records lack a valid version ({tc.strategy} strategy)",
             f"SELECT share FROM (SELECT avg(CASE WHEN lc_has_ver THEN 0.0 ELSE 1.0 END) AS share FROM {{batch}}) "
             f"WHERE share > {anomalous_share_max}"))
     rules.append(Rule(
-        "freshness (max.compaction.lag.ms)",
+        FRESHNESS,
         f"max compaction delay {max_delay_ms} ms: dirty data is cleaned within max.compaction.lag.ms",
         f"SELECT {max_delay_ms} AS max_compaction_delay_ms FROM {{batch}} WHERE {max_delay_ms} > 0 LIMIT 1"))
     return rules
 
-
-TOMBSTONE_NOT_EARLY = "tombstone expiry: none removed early (delete.retention.ms)"
 
 
 def build_history_rules(tc: TableConfig) -> list[Rule]:
