@@ -145,15 +145,17 @@ def cmd_forget(args) -> int:
 
 
 def cmd_view(args) -> int:
-    """The latest-per-key view (lakecleaner.spark.view): its SQL on stdout, from metadata (no Spark);
+    """The latest-per-key view (lakecleaner.core.view): its SQL on stdout, from metadata (no Spark);
     with --register, also registered in the catalog."""
-    from lakecleaner.spark.view import ViewError, latest_view, register_with_own_session
+    from lakecleaner.core.view import ViewError, latest_view
 
     cfg = load_config(args.config)
     try:
         view = latest_view(cfg, args.table, args.name)
         print(view.sql, flush=True)
         if args.register:
+            from lakecleaner.spark.view import register_with_own_session
+
             register_with_own_session(cfg, view)
             print(f"lakecleaner: registered view {view.view.sql()}", file=sys.stderr)
     except ViewError as exc:

@@ -1,4 +1,4 @@
-"""The latest-per-key view (lakecleaner.spark.view) against the reference model, on uncompacted tables:
+"""The latest-per-key view (lakecleaner.core.view) against the reference model, on uncompacted tables:
 its SQL, run by Spark as printed, returns exactly what one run of the model would keep (no
 checkpoint, every record old enough, nothing kept as a log end, tombstones not yet expired) minus
 the tombstones. Registering it: on Iceberg's JDBC catalog (PostgreSQL) it becomes a view; on the
@@ -17,7 +17,7 @@ from lakecleaner.core.model import compact
 from lakecleaner.core.rules import Checkpoint
 from lakecleaner.core.strategies import encode_version_header, sql_string
 from lakecleaner_dev.tables import KAFKA_SCHEMA, append, create_compacted_table, read_model_records
-from lakecleaner.spark.view import latest_view
+from lakecleaner.core.view import latest_view
 
 pytestmark = pytest.mark.spark
 ODD = "odd `col` x"  # a column whose name needs quoting; the view must still select it by name

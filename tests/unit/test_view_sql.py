@@ -1,4 +1,4 @@
-"""Rendering the latest-per-key view's SQL (lakecleaner.spark.view; Spark runs it in tests/spark/test_view.py)."""
+"""Rendering the latest-per-key view's SQL (lakecleaner.core.view; Spark runs it in tests/spark/test_view.py)."""
 from __future__ import annotations
 
 import pytest
@@ -6,7 +6,7 @@ import pytest
 from lakecleaner.core.table import TableRef
 from lakecleaner.core.config import ConfigError, resolve_table
 from lakecleaner.core.strategies import Strategy
-from lakecleaner.spark.view import view_ref
+from lakecleaner.core.view import view_ref
 
 COLUMNS = {"key": "string", "offset": "bigint", "partition": "int", "timestamp": "bigint",
            "headers": "array<struct<key:string,value:binary>>", "tombstone": "boolean", "value": "string"}

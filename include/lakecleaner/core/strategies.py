@@ -193,7 +193,7 @@ class Strategy:
     def latest_per_key_sql(self, table_sql: str, columns: list[str]) -> str:
         """SQL: per (partition, key) its winner under the keep rule, bad records and winning
         tombstones left out; every one of ``columns`` by name. What readers see between runs as if
-        the table were compacted and its tombstones expired (lakecleaner.spark.view)."""
+        the table were compacted and its tombstones expired (lakecleaner.core.view)."""
         rank = "lakecleaner_rank"
         while rank.lower() in {c.lower() for c in columns}:
             rank += "_"
