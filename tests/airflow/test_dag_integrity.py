@@ -93,6 +93,8 @@ def test_parsing_does_no_io(parsed):
 def test_the_dag_has_the_expected_shape(parsed):
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+    from lakecleaner.airflow.operators import LakecleanerSubmitOperator
+
     bag, _, _ = parsed
     dag = bag.dags["lakecleaner"]
     assert dag.dag_id == "lakecleaner"
@@ -115,8 +117,10 @@ def test_the_dag_has_the_expected_shape(parsed):
     assert all(p.description for p in params.values())  # shown in the trigger form
 
     evaluate, clean, summary = (dag.task_dict[t] for t in ("evaluate", "clean", "summary"))
-    # one mapped spark-submit of jobs/clean.py per packed application, named by its tables
-    assert clean.operator_class is SparkSubmitOperator
+    # one mapped spark-submit of jobs/clean.py per packed application, named by its tables: the
+    # provider's operator, with lakecleaner's private properties file (lakecleaner.airflow.operators)
+    assert clean.operator_class is LakecleanerSubmitOperator and issubclass(clean.operator_class, SparkSubmitOperator)
+    assert clean.partial_kwargs["lakecleaner_config"] is None and clean.partial_kwargs["catalog_conn_id"] is None
     assert clean.upstream_task_ids == {"evaluate"} and clean.downstream_task_ids == {"summary", "announce"}
     # no pool of its own: at most cleaner.threads applications per run, one run at a time
     assert clean.partial_kwargs["conn_id"] == "spark_default" and clean.pool == "default_pool" and clean.retries == 0
@@ -124,7 +128,7 @@ def test_the_dag_has_the_expected_shape(parsed):
     assert clean.map_index_template == "{{ task.name }}"
     # erasure requests (the forget param) run before evaluate; evaluate runs whatever they did
     forget = dag.task_dict["forget"]
-    assert forget.operator_class is SparkSubmitOperator and forget.upstream_task_ids == {"forget_requests"}
+    assert forget.operator_class is LakecleanerSubmitOperator and forget.upstream_task_ids == {"forget_requests"}
     assert forget.partial_kwargs["application"] == str(PACKAGE / "spark" / "jobs" / "forget.py")
     assert evaluate.upstream_task_ids == {"forget"} and evaluate.trigger_rule == "all_done"
     assert params["forget"].value == [] and params["forget"].schema["items"] == {"type": "string"}  # request ids

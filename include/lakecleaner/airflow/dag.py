@@ -41,11 +41,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import AssetAlias, Param, TriggerRule, dag, task
 from airflow.sdk.exceptions import AirflowFailException
 
 from lakecleaner.airflow import assets, metrics, notify
+from lakecleaner.airflow.operators import LakecleanerSubmitOperator
 from lakecleaner.airflow.provider import OPTION_DEFAULTS, SECTION
 from lakecleaner.core import scheduler
 from lakecleaner.core.config import ConfigError, LakecleanerConfig, load_config
@@ -76,8 +76,26 @@ def config_path(config: str | os.PathLike | None) -> str:
     return path
 
 
-def _load(config: str | None) -> LakecleanerConfig:
-    return load_config(config_path(config))
+def catalog_conn(catalog_conn_id: str | None) -> str | None:
+    """The catalog connection a DAG runs on: the factory's ``catalog_conn_id``, else [lakecleaner]
+    catalog_conn_id, else none (the YAML's catalog alone). Resolved when a task runs."""
+    return catalog_conn_id or setting("catalog_conn_id") or None
+
+
+def catalog_and_config(config: str | None, catalog_conn_id: str | None = None):
+    """The connection's catalog settings (None without one) and the config with them merged over the
+    YAML's catalog section: what every task (and the Lake Cleaner page) works on."""
+    from lakecleaner.airflow.catalog import catalog_properties, mask_catalog_secrets
+
+    given = catalog_properties(catalog_conn(catalog_conn_id))
+    cfg = load_config(config_path(config)).with_catalog(given)
+    if given is not None:
+        mask_catalog_secrets(cfg)
+    return given, cfg
+
+
+def _load(config: str | None, catalog_conn_id: str | None = None) -> LakecleanerConfig:
+    return catalog_and_config(config, catalog_conn_id)[1]
 
 
 def _package_dir() -> Path:
@@ -98,7 +116,7 @@ def _interval_ms(schedule: str | None, context) -> int:
 
 
 # ---------------------------------------------------------------- callbacks (run on the worker)
-def on_clean_failure(config: str | None, context) -> None:
+def on_clean_failure(config: str | None, context, catalog_conn_id: str | None = None) -> None:
     """An application's task failed. If the application died while cleaning tables (its report
     names tables in progress), count their failures and alert, as the application would have; a
     table that merely failed was already recorded by the application. The report is named by the
@@ -107,7 +125,7 @@ def on_clean_failure(config: str | None, context) -> None:
     if ti.map_index < 0:
         log.error("lakecleaner: cannot tell which application task %s ran (not a mapped instance)", ti.task_id)
         return
-    cfg = _load(config)
+    cfg = _load(config, catalog_conn_id)
     report = read_document(cfg, scheduler.report_name(ti.run_id, ti.map_index))
     if report is None or report.get("finished"):
         return
@@ -136,13 +154,16 @@ PARAMS = {
 # ---------------------------------------------------------------- the factory
 def lakecleaner_dag(dag_id: str = "lakecleaner", config: str | os.PathLike | None = None, *,
                     schedule: str | None = _UNSET, pool: str | None = None, spark_conn_id: str | None = None,
-                    tags: tuple[str, ...] = (), **dag_kwargs):
+                    catalog_conn_id: str | None = None, tags: tuple[str, ...] = (), **dag_kwargs):
     """One lakecleaner DAG on ``config`` (the YAML; default [lakecleaner] config).
 
     ``schedule``: a cron expression or preset, or None for triggered runs only (default [lakecleaner]
     schedule, every 15 minutes; "none" there). ``pool``: an existing Airflow pool for the Spark
     applications, shared across DAGs (default [lakecleaner] pool, else Airflow's default pool).
     ``spark_conn_id``: the Spark connection (default [lakecleaner] spark_conn_id: spark_default).
+    ``catalog_conn_id``: an Airflow connection (the Iceberg provider's iceberg type) whose catalog
+    settings are merged over the YAML's catalog section when a task runs (default [lakecleaner]
+    catalog_conn_id; none: the YAML's catalog alone).
     Other keyword arguments go to Airflow's ``dag`` (start_date, default_args, access_control...).
     """
     if schedule is _UNSET:
@@ -152,35 +173,39 @@ def lakecleaner_dag(dag_id: str = "lakecleaner", config: str | os.PathLike | Non
     config = os.fspath(config) if config else None
     pool = pool or setting("pool") or None
     conn_id = spark_conn_id or setting("spark_conn_id")
-    submit = {"conn_id": conn_id, "map_index_template": "{{ task.name }}", **({"pool": pool} if pool else {})}
+    submit = {"conn_id": conn_id, "map_index_template": "{{ task.name }}", **({"pool": pool} if pool else {}),
+              "lakecleaner_config": config, "catalog_conn_id": catalog_conn_id}
+    on = {"config": config, "catalog_conn_id": catalog_conn_id}  # what every task loads
 
     @dag(dag_id=dag_id, schedule=schedule, catchup=False, max_active_runs=1, doc_md=__doc__,
          tags=[TAG, "iceberg", "spark", *tags], default_args=dag_kwargs.pop("default_args", {"retries": 0}),
          params=copy.deepcopy(PARAMS), **dag_kwargs)  # each DAG its own Param objects
     def lakecleaner():
-        forget = SparkSubmitOperator.partial(task_id="forget", application=job_path("forget.py"), **submit)
-        clean = SparkSubmitOperator.partial(task_id="clean", application=job_path("clean.py"),
-                                            on_failure_callback=functools.partial(on_clean_failure, config), **submit)
+        forget = LakecleanerSubmitOperator.partial(task_id="forget", application=job_path("forget.py"), **submit)
+        clean = LakecleanerSubmitOperator.partial(
+            task_id="clean", application=job_path("clean.py"), **submit,
+            on_failure_callback=functools.partial(on_clean_failure, config, catalog_conn_id=catalog_conn_id))
         summary_task = task(trigger_rule=TriggerRule.ALL_DONE)(summary)
         announce_task = task(trigger_rule=TriggerRule.ALL_DONE, outlets=[AssetAlias(assets.ALIAS)])(announce)
-        evaluated = task(trigger_rule=TriggerRule.ALL_DONE)(evaluate)(config=config, schedule=schedule)
-        forget.expand_kwargs(task(forget_requests)(config=config, schedule=schedule)) >> evaluated
+        evaluated = task(trigger_rule=TriggerRule.ALL_DONE)(evaluate)(**on, schedule=schedule)
+        forget.expand_kwargs(task(forget_requests)(**on, schedule=schedule)) >> evaluated
         # Beside summary, not after it: summary must stay a leaf (it fails the run), and a failed
         # task's asset events are dropped.
-        clean.expand_kwargs(evaluated) >> [summary_task(config=config), announce_task(config=config)]
+        clean.expand_kwargs(evaluated) >> [summary_task(**on), announce_task(**on)]
 
     return lakecleaner()
 
 
 # ---------------------------------------------------------------- the tasks
-def forget_requests(config: str | None, schedule: str | None, params=None, **context) -> list[dict]:
+def forget_requests(config: str | None, schedule: str | None, params=None, catalog_conn_id: str | None = None,
+                    **context) -> list[dict]:
     """The pending erasure requests (those named by the `forget` param, else all) as one Spark
     application; none pending: the mapped `forget` is skipped. Read without Spark and without their
     keys: XCom, the rendered arguments and the logs carry request ids only. It runs before
     `evaluate`, so within a run erasures and compactions never overlap; `dry_run` counts what would go."""
     from lakecleaner.core.erasure_requests import list_pending
 
-    cfg = _load(config)
+    cfg = _load(config, catalog_conn_id)
     pending = list_pending(cfg, params["forget"])
     if not pending:
         return []
@@ -196,13 +221,14 @@ def forget_requests(config: str | None, schedule: str | None, params=None, **con
     return [{"name": "forget", **operator_options(cfg, _package_dir()), "application_args": args}]
 
 
-def evaluate(config: str | None, schedule: str | None, params=None, **context) -> list[dict]:
+def evaluate(config: str | None, schedule: str | None, params=None, catalog_conn_id: str | None = None,
+             **context) -> list[dict]:
     """Every compacted table evaluated from metadata, the eligible ones planned and packed: one
     mapped `clean` per application."""
     from lakecleaner.core.evaluate import format_table
     from lakecleaner.core.state import StateStore
 
-    cfg = _load(config)
+    cfg = _load(config, catalog_conn_id)
     notify.load_notifiers(cfg.notifiers)  # a bad notifiers: entry fails the run here, naming it
     for table in params["clear_uncleanable"]:
         try:
@@ -266,7 +292,7 @@ def _reports(cfg: LakecleanerConfig, run_id: str, apps: list[dict]) -> dict:
     return reports
 
 
-def summary(config: str | None, **context) -> None:
+def summary(config: str | None, catalog_conn_id: str | None = None, **context) -> None:
     """The run's report, metrics and alerts; fails the run when a table, an application, an alert
     or an erasure request failed."""
     ti = context["ti"]
@@ -275,7 +301,7 @@ def summary(config: str | None, **context) -> None:
     evaluations = ti.xcom_pull(task_ids="evaluate", key="evaluations") or []
     apps = ti.xcom_pull(task_ids="evaluate", key="applications") or []
     states = ti.get_task_states(dag_id=ti.dag_id, run_ids=[ti.run_id], task_ids=["clean"]).get(ti.run_id, {})
-    cfg = _load(config)  # as evaluate's: XCom names no path
+    cfg = _load(config, catalog_conn_id)  # as evaluate's: XCom names no path
     now_ms = _now_ms(context)
     history = []
     if apps:
@@ -328,13 +354,13 @@ def _after_the_run(cfg: LakecleanerConfig, evaluations: list[dict], report: dict
     return notify_errors
 
 
-def announce(config: str | None, **context) -> list[str]:
+def announce(config: str | None, catalog_conn_id: str | None = None, **context) -> list[str]:
     """An asset event per table compacted this run, through one alias."""
     ti = context["ti"]
     apps = ti.xcom_pull(task_ids="evaluate", key="applications") or []
     if not apps:
         return []
-    cfg = _load(config)  # as summary: reports named from the run id
+    cfg = _load(config, catalog_conn_id)  # as summary: reports named from the run id
     outcomes = [o for r in _reports(cfg, ti.run_id, apps).values() for o in (r or {}).get("outcomes", [])]
     events = assets.compaction_events(cfg.catalog.name, outcomes, _now_ms(context))
     assets.add_events(context["outlet_events"], events)

@@ -35,6 +35,11 @@ OPTIONS = (
     Option("spark_conn_id", "string", "spark_default", "spark_cluster",
            "The Airflow connection of type spark naming the Spark master (and deploy mode) the cleaning "
            "applications are submitted to, for a DAG built without spark_conn_id=."),
+    Option("catalog_conn_id", "string", "", "iceberg_lake",
+           "An Airflow connection (the Apache Iceberg provider's iceberg type) whose catalog settings (type, URI, "
+           "warehouse, credentials, FileIO settings) are merged over the YAML's catalog section, for a DAG built "
+           "without catalog_conn_id=; resolved through the deployment's secrets backends when a task runs and by "
+           "the Lake Cleaner page. Empty: the YAML's catalog alone."),
     Option("pool", "string", "", "lakecleaner",
            "An Airflow pool the Spark applications of a DAG built without pool= run in (empty: the default "
            "pool; a run never submits more than cleaner.threads applications at once either way). Create it "
