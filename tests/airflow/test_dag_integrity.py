@@ -124,12 +124,15 @@ def test_the_dag_has_the_expected_shape(parsed):
     assert clean.upstream_task_ids == {"evaluate"} and clean.downstream_task_ids == {"summary", "announce"}
     # no pool of its own: at most cleaner.threads applications per run, one run at a time
     assert clean.partial_kwargs["conn_id"] == "spark_default" and clean.pool == "default_pool" and clean.retries == 0
-    assert clean.partial_kwargs["application"] == str(PACKAGE / "spark" / "jobs" / "clean.py")
+    # the application is each mapped instance's, as the deploy mode decides (tests/airflow/test_submit_hook.py)
+    assert "application" not in clean.partial_kwargs
+    for task_id in ("evaluate", "forget_requests"):  # they build the submissions, for the connection's master
+        assert dag.task_dict[task_id].op_kwargs["spark_conn_id"] == "spark_default"
+        assert dag.task_dict[task_id].op_kwargs["code_uri"] is None and dag.task_dict[task_id].op_kwargs["config_uri"] is None
     assert clean.map_index_template == "{{ task.name }}"
     # erasure requests (the forget param) run before evaluate; evaluate runs whatever they did
     forget = dag.task_dict["forget"]
     assert forget.operator_class is LakecleanerSubmitOperator and forget.upstream_task_ids == {"forget_requests"}
-    assert forget.partial_kwargs["application"] == str(PACKAGE / "spark" / "jobs" / "forget.py")
     assert evaluate.upstream_task_ids == {"forget"} and evaluate.trigger_rule == "all_done"
     assert params["forget"].value == [] and params["forget"].schema["items"] == {"type": "string"}  # request ids
     assert clean.partial_kwargs["on_failure_callback"]
@@ -158,7 +161,8 @@ def test_one_file_builds_several_dags_each_on_its_own_config_pool_and_connection
     (tmp_path / "lakes.py").write_text(
         "from lakecleaner.airflow import lakecleaner_dag\n\n"
         "sales = lakecleaner_dag(dag_id='lakecleaner_sales', config='/etc/lake/sales.yaml', schedule='0 * * * *',\n"
-        "                        pool='shared_spark', spark_conn_id='spark_cluster', catalog_conn_id='sales_catalog')\n"
+        "                        pool='shared_spark', spark_conn_id='spark_cluster', catalog_conn_id='sales_catalog',\n"
+        "                        code_uri='local:///opt/lakecleaner', config_uri='local:///etc/lake/sales.yaml')\n"
         "crm = lakecleaner_dag(dag_id='lakecleaner_crm', config='/etc/lake/crm.yaml', schedule=None)\n"
         "default = lakecleaner_dag(dag_id='lakecleaner_default')\n")
     monkeypatch.setenv("AIRFLOW__LAKECLEANER__SCHEDULE", "30 2 * * *")
@@ -181,6 +185,11 @@ def test_one_file_builds_several_dags_each_on_its_own_config_pool_and_connection
     for task_id in ("forget_requests", "evaluate", "summary", "announce"):
         assert sales.task_dict[task_id].op_kwargs["catalog_conn_id"] == "sales_catalog", task_id
         assert default.task_dict[task_id].op_kwargs["catalog_conn_id"] is None, task_id
+    for task_id in ("forget_requests", "evaluate"):  # where a cluster-mode driver reads the code and the config
+        assert sales.task_dict[task_id].op_kwargs["spark_conn_id"] == "spark_cluster"
+        assert sales.task_dict[task_id].op_kwargs["code_uri"] == "local:///opt/lakecleaner"
+        assert sales.task_dict[task_id].op_kwargs["config_uri"] == "local:///etc/lake/sales.yaml"
+        assert default.task_dict[task_id].op_kwargs["code_uri"] is None  # [lakecleaner] code_uri at run time
     for task_id in ("clean", "forget"):
         assert sales.task_dict[task_id].partial_kwargs["catalog_conn_id"] == "sales_catalog"
         assert sales.task_dict[task_id].partial_kwargs["lakecleaner_config"] == "/etc/lake/sales.yaml"

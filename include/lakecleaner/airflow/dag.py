@@ -154,7 +154,8 @@ PARAMS = {
 # ---------------------------------------------------------------- the factory
 def lakecleaner_dag(dag_id: str = "lakecleaner", config: str | os.PathLike | None = None, *,
                     schedule: str | None = _UNSET, pool: str | None = None, spark_conn_id: str | None = None,
-                    catalog_conn_id: str | None = None, tags: tuple[str, ...] = (), **dag_kwargs):
+                    catalog_conn_id: str | None = None, code_uri: str | None = None, config_uri: str | None = None,
+                    tags: tuple[str, ...] = (), **dag_kwargs):
     """One lakecleaner DAG on ``config`` (the YAML; default [lakecleaner] config).
 
     ``schedule``: a cron expression or preset, or None for triggered runs only (default [lakecleaner]
@@ -163,7 +164,10 @@ def lakecleaner_dag(dag_id: str = "lakecleaner", config: str | os.PathLike | Non
     ``spark_conn_id``: the Spark connection (default [lakecleaner] spark_conn_id: spark_default).
     ``catalog_conn_id``: an Airflow connection (the Iceberg provider's iceberg type) whose catalog
     settings are merged over the YAML's catalog section when a task runs (default [lakecleaner]
-    catalog_conn_id; none: the YAML's catalog alone).
+    catalog_conn_id; none: the YAML's catalog alone). ``code_uri`` and ``config_uri``: where a driver
+    in cluster deploy mode (the Spark connection's deploy-mode, on YARN or Kubernetes) reads the code
+    and the config (default [lakecleaner] code_uri and config_uri; no config_uri: the config goes
+    inline; lakecleaner.core.cluster).
     Other keyword arguments go to Airflow's ``dag`` (start_date, default_args, access_control...).
     """
     if schedule is _UNSET:
@@ -176,19 +180,22 @@ def lakecleaner_dag(dag_id: str = "lakecleaner", config: str | os.PathLike | Non
     submit = {"conn_id": conn_id, "map_index_template": "{{ task.name }}", **({"pool": pool} if pool else {}),
               "lakecleaner_config": config, "catalog_conn_id": catalog_conn_id}
     on = {"config": config, "catalog_conn_id": catalog_conn_id}  # what every task loads
+    # what the tasks that build the spark-submits need besides (read when they run)
+    to = {"spark_conn_id": conn_id, "code_uri": code_uri, "config_uri": config_uri}
 
     @dag(dag_id=dag_id, schedule=schedule, catchup=False, max_active_runs=1, doc_md=__doc__,
          tags=[TAG, "iceberg", "spark", *tags], default_args=dag_kwargs.pop("default_args", {"retries": 0}),
          params=copy.deepcopy(PARAMS), **dag_kwargs)  # each DAG its own Param objects
     def lakecleaner():
-        forget = LakecleanerSubmitOperator.partial(task_id="forget", application=job_path("forget.py"), **submit)
+        # the application, like the rest of the submission, is the mapped arguments': it depends on the deploy mode
+        forget = LakecleanerSubmitOperator.partial(task_id="forget", **submit)
         clean = LakecleanerSubmitOperator.partial(
-            task_id="clean", application=job_path("clean.py"), **submit,
+            task_id="clean", **submit,
             on_failure_callback=functools.partial(on_clean_failure, config, catalog_conn_id=catalog_conn_id))
         summary_task = task(trigger_rule=TriggerRule.ALL_DONE)(summary)
         announce_task = task(trigger_rule=TriggerRule.ALL_DONE, outlets=[AssetAlias(assets.ALIAS)])(announce)
-        evaluated = task(trigger_rule=TriggerRule.ALL_DONE)(evaluate)(**on, schedule=schedule)
-        forget.expand_kwargs(task(forget_requests)(**on, schedule=schedule)) >> evaluated
+        evaluated = task(trigger_rule=TriggerRule.ALL_DONE)(evaluate)(**on, **to, schedule=schedule)
+        forget.expand_kwargs(task(forget_requests)(**on, **to, schedule=schedule)) >> evaluated
         # Beside summary, not after it: summary must stay a leaf (it fails the run), and a failed
         # task's asset events are dropped.
         clean.expand_kwargs(evaluated) >> [summary_task(**on), announce_task(**on)]
@@ -198,6 +205,7 @@ def lakecleaner_dag(dag_id: str = "lakecleaner", config: str | os.PathLike | Non
 
 # ---------------------------------------------------------------- the tasks
 def forget_requests(config: str | None, schedule: str | None, params=None, catalog_conn_id: str | None = None,
+                    spark_conn_id: str | None = None, code_uri: str | None = None, config_uri: str | None = None,
                     **context) -> list[dict]:
     """The pending erasure requests (those named by the `forget` param, else all) as one Spark
     application; none pending: the mapped `forget` is skipped. Read without Spark and without their
@@ -205,7 +213,7 @@ def forget_requests(config: str | None, schedule: str | None, params=None, catal
     `evaluate`, so within a run erasures and compactions never overlap; `dry_run` counts what would go."""
     from lakecleaner.core.erasure_requests import list_pending
 
-    cfg = _load(config, catalog_conn_id)
+    given, cfg = catalog_and_config(config, catalog_conn_id)
     pending = list_pending(cfg, params["forget"])
     if not pending:
         return []
@@ -214,21 +222,23 @@ def forget_requests(config: str | None, schedule: str | None, params=None, catal
     run = context["dag_run"]
     # now: the wall clock, as an erasure deadline is about real time. Values people chose (request
     # ids, user names) as --opt=value: one starting with '-' is a value, not an option.
-    args = ["--config", str(Path(cfg.source).resolve()), "--interval-ms", str(_interval_ms(schedule, context)),
+    options, config_arg = _submission(cfg, given, "forget.py", spark_conn_id, code_uri, config_uri)
+    args = ["--config", config_arg, "--interval-ms", str(_interval_ms(schedule, context)),
             f"--dag-run-id={run.run_id}", *(f"--request-id={p.request_id}" for p in pending)]
     args += [f"--triggered-by={run.triggering_user_name}"] if getattr(run, "triggering_user_name", None) else []
     args += ["--dry-run"] if params["dry_run"] else []
-    return [{"name": "forget", **operator_options(cfg, _package_dir()), "application_args": args}]
+    return [{"name": "forget", **options, "application_args": args}]
 
 
 def evaluate(config: str | None, schedule: str | None, params=None, catalog_conn_id: str | None = None,
+             spark_conn_id: str | None = None, code_uri: str | None = None, config_uri: str | None = None,
              **context) -> list[dict]:
     """Every compacted table evaluated from metadata, the eligible ones planned and packed: one
     mapped `clean` per application."""
     from lakecleaner.core.evaluate import format_table
     from lakecleaner.core.state import StateStore
 
-    cfg = _load(config, catalog_conn_id)
+    given, cfg = catalog_and_config(config, catalog_conn_id)
     notify.load_notifiers(cfg.notifiers)  # a bad notifiers: entry fails the run here, naming it
     for table in params["clear_uncleanable"]:
         try:
@@ -263,13 +273,40 @@ def evaluate(config: str | None, schedule: str | None, params=None, catalog_conn
     ti.xcom_push(key="applications", value=scheduler.planned_applications(apps, now_ms))
     if not apps:
         return []
-    return _application_kwargs(cfg, apps, now_ms, schedule, params, context)
+    shared, config_arg = _submission(cfg, given, "clean.py", spark_conn_id, code_uri, config_uri)
+    return _application_kwargs(cfg, apps, now_ms, schedule, params, context, shared, config_arg)
 
 
-def _application_kwargs(cfg: LakecleanerConfig, apps, now_ms: int, schedule: str | None, params, context) -> list[dict]:
+def _submission(cfg: LakecleanerConfig, given, job: str, spark_conn_id: str | None, code_uri: str | None,
+                config_uri: str | None) -> tuple[dict, str]:
+    """The SparkSubmitOperator arguments of ``job`` (all but its application arguments) and its --config
+    argument, for the Spark connection's master and deploy mode: client mode ships the package built
+    here and names this worker's config; cluster mode (YARN, Kubernetes) names only what the cluster
+    reads (lakecleaner.core.cluster)."""
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    from lakecleaner.core.cluster import SparkTarget, SubmitError, cluster_options, config_reference
+
+    connection = SparkSubmitHook(conn_id=spark_conn_id or setting("spark_conn_id"))._connection
+    try:
+        target = SparkTarget(connection["master"], connection["deploy_mode"]).check()
+        if not target.cluster:
+            return ({"application": job_path(job), **operator_options(cfg, _package_dir()), "deploy_mode": "client"},
+                    str(Path(cfg.source).resolve()))
+        options, needed = cluster_options(cfg, code_uri or setting("code_uri") or None, job, given)
+        config_arg = config_reference(cfg, config_uri or setting("config_uri") or None)
+    except SubmitError as exc:
+        raise AirflowFailException(f"lakecleaner: {exc}") from None
+    if needed:
+        log.info("lakecleaner: cluster deploy mode: the driver reads the catalog connection's secret properties from "
+                 "its environment variables %s (give them by the cluster's means, e.g. "
+                 "spark.kubernetes.driver.secretKeyRef.<NAME>)", ", ".join(needed))
+    return options, config_arg
+
+
+def _application_kwargs(cfg: LakecleanerConfig, apps, now_ms: int, schedule: str | None, params, context,
+                        shared: dict, config: str) -> list[dict]:
     """The mapped `clean` task's arguments: one spark-submit of clean.py per application."""
-    shared = operator_options(cfg, _package_dir())
-    config = str(Path(cfg.source).resolve())
     run_id = context["dag_run"].run_id
     run_name = (context.get("logical_date") or context["dag_run"].run_after).isoformat()
     interval_ms = _interval_ms(schedule, context)

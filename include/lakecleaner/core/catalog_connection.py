@@ -82,7 +82,7 @@ def driver_env_name(key: str) -> str:
 
 def _has_password(value: str) -> bool:
     """A URI with a password in it (scheme://user:password@host)."""
-    return bool(re.search(r"://[^/@\s]*:[^/@\s]*@", value))
+    return bool(re.search(r"://[^/@\s]*:[^/@\s]+@", value))
 
 
 def is_secret_property(key: str, value: str) -> bool:

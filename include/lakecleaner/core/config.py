@@ -1086,6 +1086,20 @@ INLINE_PREFIX = "data:application/json,"
 INLINE_SOURCE = "<inline config>"
 
 
+def raw_config(path: str | os.PathLike) -> dict[str, Any]:
+    """The file's sections as written: nothing interpolated (its ${NAME} references kept), nothing checked."""
+    return _read(Path(_local_path(os.fspath(path))))
+
+
+def inline_config(doc: Mapping[str, Any]) -> str:
+    """``doc`` (sections as a file holds them) as one argument ``load_config`` reads back: a data: URI
+    of its JSON text, %-encoded where a URI needs it."""
+    import json
+    from urllib.parse import quote
+
+    return INLINE_PREFIX + quote(json.dumps(doc, sort_keys=True, separators=(",", ":")), safe="{}[]\":,._-/$@*+=!~")
+
+
 def _local_path(where: str) -> str:
     """A path, or a file: or local: URI (Spark's name for a file already on the machine) as a path."""
     for scheme in ("local://", "file://"):

@@ -94,7 +94,17 @@ REDACTION = r"(?i)secret|password|token|access[.]key|credential|private[.]key|ac
 REDACTION_KEY = "spark.redaction.regex"  # its value matches the pattern, and is no secret
 
 
+# Settings whose names match REDACTION but whose values only name where a secret is (a Kubernetes
+# secret to mount or read an environment variable from, a Hadoop credential store): what cluster mode
+# gives its driver secrets with, so they must reach spark-submit.
+REFERENCE_KEYS = re.compile(r"spark[.]kubernetes[.](driver|executor)[.](secretKeyRef|secrets)[.].+"
+                            r"|.*[.]credential[.]provider[.]path")
+
+
 def is_secret(key: str, value: str) -> bool:
-    """Whether Spark would redact this setting (its key or its value matches REDACTION): such a value
-    never goes on a command line or into the DAG's task arguments (lakecleaner.core.submit)."""
-    return key != REDACTION_KEY and bool(re.search(REDACTION, key) or re.search(REDACTION, str(value)))
+    """Whether Spark would redact this setting (its key or its value matches REDACTION), and it is more
+    than a reference to a secret: such a value never goes on a command line or into the DAG's task
+    arguments (lakecleaner.core.submit)."""
+    if key == REDACTION_KEY or REFERENCE_KEYS.fullmatch(key):
+        return False
+    return bool(re.search(REDACTION, key) or re.search(REDACTION, str(value)))
