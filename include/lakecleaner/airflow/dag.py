@@ -12,10 +12,18 @@ applications that each take the whole chain (compact -> maintain -> validate) fo
     forget_requests ──> forget (mapped) ──> evaluate ──> clean (mapped: one spark-submit per application) ──> summary
                                                                                                         └─> announce
 
-Parsing does no I/O: the config, the warehouse and the Iceberg jar are read by the tasks when the run
-starts. What the factory does not get as an argument comes from the ``[lakecleaner]`` section of
-airflow.cfg (lakecleaner.airflow.provider.OPTIONS), read when the DAG file is parsed (``schedule``,
-``pool``, ``spark_conn_id``) or when a task runs (``config``, ``package_dir``).
+Parsing does no I/O: the config, the connections, the warehouse and the Iceberg jar are read by the
+tasks when the run starts. What the factory does not get as an argument comes from the ``[lakecleaner]``
+section of airflow.cfg (lakecleaner.airflow.provider.OPTIONS), read when the DAG file is parsed
+(``schedule``, ``pool``, ``spark_conn_id``) or when a task runs (``config``, ``catalog_conn_id``,
+``package_dir``, ``code_uri``, ``config_uri``).
+
+- The catalog may come from an Airflow connection (``catalog_conn_id``), merged over the YAML's catalog
+  section by every task (lakecleaner.airflow.catalog); the Spark applications get it, with the secret
+  Spark settings, in a private properties file (lakecleaner.airflow.operators), never as arguments.
+- The Spark connection's master and deploy mode decide each submission: client mode ships the package
+  built on the worker; cluster mode on YARN or Kubernetes names only what the cluster reads
+  (``code_uri``, ``config_uri``: lakecleaner.core.cluster).
 
 - The run's "now" is its data interval end (a backfill re-applies the policy as of each interval; a
   manual run without an interval uses its logical date, else run_after).
