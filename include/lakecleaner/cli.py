@@ -178,6 +178,15 @@ def cmd_config_check(args) -> int:
     return 0
 
 
+def cmd_code_bundle(args) -> int:
+    """What a DAG's code_uri must hold for cluster deploy mode, written to DIR (lakecleaner.core.cluster)."""
+    from lakecleaner.core.cluster import code_bundle
+
+    for path in code_bundle(args.dir):
+        print(path)
+    return 0
+
+
 def cmd_config_schema(args) -> int:
     print(json.dumps(config_schema(), indent=2))
     return 0
@@ -235,6 +244,10 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_config_check)
     p = config.add_parser("schema", help="print the config file's JSON Schema (for editors)")
     p.set_defaults(func=cmd_config_schema)
+    p = sub.add_parser("code-bundle", help="write what a DAG's code_uri holds for cluster deploy mode (the package "
+                                           "zip and the job files) to DIR, to copy there or into the driver's image")
+    p.add_argument("dir", metavar="DIR")
+    p.set_defaults(func=cmd_code_bundle)
     args = parser.parse_args(argv)
     if args.config:
         os.environ["LAKECLEANER_CONFIG"] = str(Path(args.config).resolve())

@@ -93,6 +93,8 @@ def test_parsing_does_no_io(parsed):
 def test_the_dag_has_the_expected_shape(parsed):
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+    from lakecleaner.airflow.operators import LakecleanerSubmitOperator
+
     bag, _, _ = parsed
     dag = bag.dags["lakecleaner"]
     assert dag.dag_id == "lakecleaner"
@@ -115,17 +117,22 @@ def test_the_dag_has_the_expected_shape(parsed):
     assert all(p.description for p in params.values())  # shown in the trigger form
 
     evaluate, clean, summary = (dag.task_dict[t] for t in ("evaluate", "clean", "summary"))
-    # one mapped spark-submit of jobs/clean.py per packed application, named by its tables
-    assert clean.operator_class is SparkSubmitOperator
+    # one mapped spark-submit of jobs/clean.py per packed application, named by its tables: the
+    # provider's operator, with lakecleaner's private properties file (lakecleaner.airflow.operators)
+    assert clean.operator_class is LakecleanerSubmitOperator and issubclass(clean.operator_class, SparkSubmitOperator)
+    assert clean.partial_kwargs["lakecleaner_config"] is None and clean.partial_kwargs["catalog_conn_id"] is None
     assert clean.upstream_task_ids == {"evaluate"} and clean.downstream_task_ids == {"summary", "announce"}
     # no pool of its own: at most cleaner.threads applications per run, one run at a time
     assert clean.partial_kwargs["conn_id"] == "spark_default" and clean.pool == "default_pool" and clean.retries == 0
-    assert clean.partial_kwargs["application"] == str(PACKAGE / "spark" / "jobs" / "clean.py")
+    # the application is each mapped instance's, as the deploy mode decides (tests/airflow/test_submit_hook.py)
+    assert "application" not in clean.partial_kwargs
+    for task_id in ("evaluate", "forget_requests"):  # they build the submissions, for the connection's master
+        assert dag.task_dict[task_id].op_kwargs["spark_conn_id"] == "spark_default"
+        assert dag.task_dict[task_id].op_kwargs["code_uri"] is None and dag.task_dict[task_id].op_kwargs["config_uri"] is None
     assert clean.map_index_template == "{{ task.name }}"
     # erasure requests (the forget param) run before evaluate; evaluate runs whatever they did
     forget = dag.task_dict["forget"]
-    assert forget.operator_class is SparkSubmitOperator and forget.upstream_task_ids == {"forget_requests"}
-    assert forget.partial_kwargs["application"] == str(PACKAGE / "spark" / "jobs" / "forget.py")
+    assert forget.operator_class is LakecleanerSubmitOperator and forget.upstream_task_ids == {"forget_requests"}
     assert evaluate.upstream_task_ids == {"forget"} and evaluate.trigger_rule == "all_done"
     assert params["forget"].value == [] and params["forget"].schema["items"] == {"type": "string"}  # request ids
     assert clean.partial_kwargs["on_failure_callback"]
@@ -154,7 +161,8 @@ def test_one_file_builds_several_dags_each_on_its_own_config_pool_and_connection
     (tmp_path / "lakes.py").write_text(
         "from lakecleaner.airflow import lakecleaner_dag\n\n"
         "sales = lakecleaner_dag(dag_id='lakecleaner_sales', config='/etc/lake/sales.yaml', schedule='0 * * * *',\n"
-        "                        pool='shared_spark', spark_conn_id='spark_cluster')\n"
+        "                        pool='shared_spark', spark_conn_id='spark_cluster', catalog_conn_id='sales_catalog',\n"
+        "                        code_uri='local:///opt/lakecleaner', config_uri='local:///etc/lake/sales.yaml')\n"
         "crm = lakecleaner_dag(dag_id='lakecleaner_crm', config='/etc/lake/crm.yaml', schedule=None)\n"
         "default = lakecleaner_dag(dag_id='lakecleaner_default')\n")
     monkeypatch.setenv("AIRFLOW__LAKECLEANER__SCHEDULE", "30 2 * * *")
@@ -172,6 +180,19 @@ def test_one_file_builds_several_dags_each_on_its_own_config_pool_and_connection
     # the config each DAG's tasks (and the page) resolve: the factory's, else [lakecleaner] config at run time
     assert sales.task_dict["evaluate"].op_kwargs["config"] == "/etc/lake/sales.yaml"
     assert default.task_dict["evaluate"].op_kwargs["config"] is None
+    # the catalog connection every task (and the page) merges over the YAML's catalog: the factory's,
+    # else [lakecleaner] catalog_conn_id at run time
+    for task_id in ("forget_requests", "evaluate", "summary", "announce"):
+        assert sales.task_dict[task_id].op_kwargs["catalog_conn_id"] == "sales_catalog", task_id
+        assert default.task_dict[task_id].op_kwargs["catalog_conn_id"] is None, task_id
+    for task_id in ("forget_requests", "evaluate"):  # where a cluster-mode driver reads the code and the config
+        assert sales.task_dict[task_id].op_kwargs["spark_conn_id"] == "spark_cluster"
+        assert sales.task_dict[task_id].op_kwargs["code_uri"] == "local:///opt/lakecleaner"
+        assert sales.task_dict[task_id].op_kwargs["config_uri"] == "local:///etc/lake/sales.yaml"
+        assert default.task_dict[task_id].op_kwargs["code_uri"] is None  # [lakecleaner] code_uri at run time
+    for task_id in ("clean", "forget"):
+        assert sales.task_dict[task_id].partial_kwargs["catalog_conn_id"] == "sales_catalog"
+        assert sales.task_dict[task_id].partial_kwargs["lakecleaner_config"] == "/etc/lake/sales.yaml"
 
 
 def test_a_dag_without_a_config_says_where_to_set_one(monkeypatch):
@@ -199,3 +220,35 @@ def test_the_check_command_finds_a_spark_connection_kept_in_the_metadata_databas
     assert problems("spark_in_db") == []
     [missing] = problems("no_such_spark_connection")
     assert "no Airflow connection 'no_such_spark_connection'" in missing
+
+
+def test_the_lake_cleaner_page_merges_a_dags_catalog_connection(tmp_path, monkeypatch):
+    """The API server resolves a DAG's catalog connection through its own secrets backends (here the
+    environment), as the tasks do; one it cannot use is said with the DAG and the connection, never a value."""
+    import json
+
+    from lakecleaner.airflow.deployment import LakeDag, Unconfigured, catalog_conn_value
+
+    config = tmp_path / "a.yaml"
+    config.write_text("catalog:\n  name: a\n  type: sql\n  spark_properties: {jdbc.schema-version: V1}\n")
+    monkeypatch.setenv("AIRFLOW_CONN_A_CATALOG", json.dumps({"conn_type": "iceberg", "extra": {
+        "type": "sql", "uri": "jdbc:postgresql://db:5432/iceberg", "jdbc.user": "u", "jdbc.password": "s3cr3t",
+        "warehouse": "s3://lake/wh"}}))
+    cfg = LakeDag("lake_a", str(config), None, "a_catalog").load()
+    assert cfg.catalog.warehouse == "s3://lake/wh" and cfg.state_root == "s3://lake/wh/_lakecleaner"
+    assert cfg.catalog.pyiceberg_properties_resolved()["uri"] == "postgresql+psycopg2://u:s3cr3t@db:5432/iceberg"
+    assert cfg.catalog.spark_conf()["spark.sql.catalog.a.jdbc.schema-version"] == "V1"
+    monkeypatch.setenv("AIRFLOW_CONN_B_CATALOG", json.dumps({"conn_type": "iceberg", "login": "client",
+                                                              "extra": {"type": "rest", "token": "s3cr3t"}}))
+    for conn_id, said in (("no_such_catalog", "catalog_conn_id='no_such_catalog' is invalid: no such Airflow "
+                                              "connection"),
+                          ("b_catalog", "Airflow connection 'b_catalog': login/password: a REST catalog's OAuth")):
+        with pytest.raises(Unconfigured, match=f"lakecleaner DAG lake_a: its catalog connection {conn_id} ") as exc:
+            LakeDag("lake_a", str(config), None, conn_id).load()
+        assert said in str(exc.value) and "s3cr3t" not in str(exc.value)
+
+    class Task:
+        op_kwargs = {"config": None, "catalog_conn_id": "a_catalog"}
+
+    assert catalog_conn_value(type("Dag", (), {"task_dict": {"evaluate": Task}})) == "a_catalog"
+    assert catalog_conn_value(type("Dag", (), {"task_dict": {}})) is None

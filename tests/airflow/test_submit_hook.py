@@ -30,3 +30,181 @@ def test_airflow_submits_what_the_cli_submits(tmp_path):
     assert zip_content(airflow_flags["--py-files"]) == zip_content(cli_flags["--py-files"])
     assert airflow_rest == cli_rest == [application, *args]
     assert airflow_flags["--master"] == "local[2]"  # the connection's (tests/airflow/conftest.py), not the YAML's
+
+
+# ---------------------------------------------------------------- each master, each deploy mode
+CONNECTIONS = {
+    "local": {"conn_type": "spark", "host": "local[2]"},
+    "standalone": {"conn_type": "spark", "host": "spark://spark-master", "port": 7077},
+    "standalone_cluster": {"conn_type": "spark", "host": "spark://spark-master", "port": 7077,
+                           "extra": {"deploy-mode": "cluster"}},
+    "yarn_cluster": {"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster", "queue": "etl"}},
+    "k8s_cluster": {"conn_type": "spark", "host": "k8s://https://k8s.example.com:6443",
+                    "extra": {"deploy-mode": "cluster", "namespace": "lakes"}},
+}
+CODE_URI = "local:///opt/lakecleaner/0.1.0"
+SECRET = "s3cr3t-from-the-connection"
+
+
+@pytest.fixture
+def submission(tmp_path, monkeypatch):
+    """A config for either mode (a Maven Iceberg runtime, a JDBC driver the cluster reads, its secrets
+    as ${NAME}s, the Kubernetes secrets they come from), a catalog connection holding the password,
+    and the Spark connections; returns a function building (the hook's command, the hook, the
+    submission's arguments) for one of them."""
+    import json
+
+    import airflow.providers.apache.spark.hooks.spark_submit as spark_submit
+
+    monkeypatch.setattr(spark_submit, "kube_client", object(), raising=False)  # the cncf provider's, not installed here
+    config = tmp_path / "lake.yaml"
+    config.write_text(
+        "catalog:\n  name: lake\n  type: sql\n  spark_properties: {jdbc.schema-version: V1}\n"
+        "spark:\n  iceberg_runtime: org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2\n"
+        "  extra_jars: [local:///opt/spark/jars/postgresql.jar]\n  conf:\n"
+        "    spark.kubernetes.container.image: registry.example.com/lakecleaner-spark:0.1.0\n"
+        "    spark.kubernetes.driver.secretKeyRef.LAKECLEANER_CATALOG_JDBC_PASSWORD: iceberg-db:password\n"
+        "    spark.kubernetes.driver.secretKeyRef.S3_SECRET: lake-s3:secret-key\n"
+        "    spark.hadoop.fs.s3a.secret.key: ${S3_SECRET}\n")
+    monkeypatch.setenv("S3_SECRET", "s3cr3t-s3-on-the-worker")
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE_CATALOG", json.dumps({"conn_type": "iceberg", "extra": {
+        "type": "sql", "uri": "jdbc:postgresql://db:5432/iceberg", "jdbc.user": "cleaner", "jdbc.password": SECRET,
+        "warehouse": "s3a://lake/wh"}}))
+    for name, conn in CONNECTIONS.items():
+        monkeypatch.setenv(f"AIRFLOW_CONN_SPARK_{name.upper()}", json.dumps(conn))
+
+    def build(name: str, config_uri: str | None = None):
+        from lakecleaner.airflow.dag import _submission, catalog_and_config
+        from lakecleaner.airflow.operators import LakecleanerSubmitOperator
+
+        given, cfg = catalog_and_config(str(config), "lake_catalog")
+        options, config_arg = _submission(cfg, given, "clean.py", f"spark_{name}", CODE_URI, config_uri)
+        operator = LakecleanerSubmitOperator(task_id="clean", conn_id=f"spark_{name}", name="a.t",
+                                             application_args=["--config", config_arg, "a.t"], **options,
+                                             lakecleaner_config=str(config), catalog_conn_id="lake_catalog")
+        hook = operator._get_hook()
+        return hook._build_spark_submit_command(options["application"]), hook, options
+
+    build.config = str(config)
+    return build
+
+
+@pytest.mark.parametrize("name, master", [("local", "local[2]"), ("standalone", "spark://spark-master:7077")])
+def test_client_mode_runs_the_driver_in_the_task_with_this_workers_python_and_files(submission, name, master):
+    built, hook, options = submission(name)
+    flags, conf, rest = argv_options(built)
+    assert flags["--master"] == master and flags["--deploy-mode"] == "client"
+    assert flags["--py-files"].endswith(".zip") and flags["--py-files"].startswith("/")  # built on this worker
+    assert rest[0] == submit.job_path("clean.py") and rest[1:3] == ["--config", rest[2]] and rest[2].endswith("lake.yaml")
+    assert options["env_vars"]["PYSPARK_PYTHON"] and hook._env == options["env_vars"]  # spark-submit's own env
+    assert "spark.sql.catalog.lake" not in conf and "spark.hadoop.fs.s3a.secret.key" not in conf
+    assert "s3cr3t" not in " ".join(built)
+    # the secretKeyRefs name Kubernetes secrets (no use here, no secret either): they stay
+    assert conf["spark.kubernetes.driver.secretKeyRef.S3_SECRET"] == "lake-s3:secret-key"
+
+
+@pytest.mark.parametrize("name", ["yarn_cluster", "k8s_cluster"])
+def test_cluster_mode_names_only_what_the_cluster_reads(submission, name, monkeypatch):
+    from lakecleaner.core.catalog_connection import LAUNCH_KEY
+    from lakecleaner.spark.session import job_config
+
+    built, hook, options = submission(name)
+    flags, conf, rest = argv_options(built)
+    assert flags["--deploy-mode"] == "cluster"
+    assert flags["--master"] == {"yarn_cluster": "yarn", "k8s_cluster": "k8s://https://k8s.example.com:6443"}[name]
+    # the code: from code_uri; the runtime and the JDBC driver: what the cluster resolves
+    assert flags["--py-files"] == f"{CODE_URI}/lakecleaner.zip" and rest[0] == f"{CODE_URI}/clean.py"
+    assert flags["--packages"] == "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
+    assert flags["--jars"] == "local:///opt/spark/jars/postgresql.jar"
+    # nothing of this worker: no environment for the driver, no path of this machine, no log4j file of it
+    assert "env_vars" not in options and hook._env is None
+    assert not [k for k in conf if "PYSPARK_PYTHON" in k or k.startswith(("spark.yarn.appMasterEnv.",
+                                                                           "spark.kubernetes.driverEnv."))]
+    assert not [a for a in built if "/work/" in a or "site-packages" in a or "/tmp/" in a], built
+    assert "log4j2.configurationFile" not in conf["spark.driver.extraJavaOptions"]
+    if name == "yarn_cluster":
+        assert flags["--queue"] == "etl"
+    else:
+        assert conf["spark.kubernetes.namespace"] == "lakes"
+    # no secret: neither the connection's password nor the worker's ${S3_SECRET}; the driver's come
+    # from Kubernetes secrets, named by the config
+    assert "s3cr3t" not in " ".join(built) and "spark.hadoop.fs.s3a.secret.key" not in conf
+    assert conf["spark.kubernetes.driver.secretKeyRef.LAKECLEANER_CATALOG_JDBC_PASSWORD"] == "iceberg-db:password"
+    assert "${LAKECLEANER_CATALOG_JDBC_PASSWORD}" in conf[LAUNCH_KEY]
+    # the config goes whole, as written: the driver resolves its ${NAME}s and the connection's record
+    assert rest[1] == "--config" and rest[2].startswith("data:application/json,") and rest[3:] == ["a.t"]
+    monkeypatch.setenv("LAKECLEANER_CATALOG_JDBC_PASSWORD", "s3cr3t-from-the-k8s-secret")
+    monkeypatch.setenv("S3_SECRET", "s3cr3t-s3-in-the-driver")
+    driver = job_config(rest[2], {LAUNCH_KEY: conf[LAUNCH_KEY]})
+    assert driver.catalog.spark_conf()["spark.sql.catalog.lake.jdbc.password"] == "s3cr3t-from-the-k8s-secret"
+    assert driver.catalog.warehouse == "s3a://lake/wh" and driver.state_root == "s3a://lake/wh/_lakecleaner"
+    assert driver.spark.conf["spark.hadoop.fs.s3a.secret.key"] == "s3cr3t-s3-in-the-driver"
+
+
+def test_cluster_mode_with_the_config_at_a_uri_of_the_drivers(submission):
+    built, _, _ = submission("k8s_cluster", config_uri="local:///etc/lakecleaner/lake.yaml")
+    assert argv_options(built)[2][1:3] == ["--config", "local:///etc/lakecleaner/lake.yaml"]
+
+
+def test_what_cannot_work_is_refused_before_anything_is_submitted(submission, tmp_path, monkeypatch):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    with pytest.raises(AirflowFailException, match="Spark refuses cluster deploy mode for Python applications on a "
+                                                   "standalone master"):
+        submission("standalone_cluster")
+    with pytest.raises(AirflowFailException, match="config_uri s3a://b/lake.yaml: the driver reads its config from "
+                                                   "its own file system"):
+        submission("k8s_cluster", config_uri="s3a://b/lake.yaml")
+    config = tmp_path / "lake.yaml"
+    config.write_text(config.read_text().replace("${S3_SECRET}", "s3cr3t-written-out"))
+    with pytest.raises(AirflowFailException, match=r"writes out secrets at spark.conf.spark.hadoop.fs.s3a.secret.key: "
+                                                   r"write each as \$\{NAME\}") as exc:
+        submission("yarn_cluster")
+    assert "s3cr3t" not in str(exc.value)
+    config.write_text(config.read_text().replace("iceberg_runtime: org.apache.iceberg:iceberg-spark-runtime-3.5_2.12"
+                                                 ":1.10.2", "iceberg_runtime: auto"))
+    with pytest.raises(AirflowFailException, match="spark.iceberg_runtime: auto ships the Iceberg jar from this "
+                                                   "worker's disk"):
+        submission("yarn_cluster", config_uri="local:///etc/lake.yaml")
+    monkeypatch.setenv("AIRFLOW__LAKECLEANER__CODE_URI", "")
+    from lakecleaner.airflow.dag import _submission, catalog_and_config
+
+    given, cfg = catalog_and_config(str(config), "lake_catalog")
+    with pytest.raises(AirflowFailException, match="cluster deploy mode needs code_uri"):
+        _submission(cfg, given, "clean.py", "spark_k8s_cluster", None, None)
+    with pytest.raises(AirflowFailException, match="code_uri /opt/lakecleaner: a path of this worker"):
+        _submission(cfg, given, "clean.py", "spark_k8s_cluster", "/opt/lakecleaner", None)
+
+
+def test_the_private_properties_file_exists_for_the_client_mode_submission_only(submission, monkeypatch):
+    """execute(): in client mode the catalog (the connection's password with it) and the secret
+    settings are in a 0600 file while spark-submit runs, gone after; in cluster mode there is none."""
+    import os
+
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    from lakecleaner.airflow.operators import LakecleanerSubmitOperator
+
+    seen = {}
+
+    def submit(hook, application="", **kwargs):
+        path = hook._properties_file
+        seen["file"] = (path, os.stat(path).st_mode & 0o777, open(path).read()) if path else None
+        seen["cmd"] = hook._build_spark_submit_command(application)
+
+    monkeypatch.setattr(SparkSubmitHook, "submit", submit)
+    for name in ("local", "k8s_cluster"):
+        _, _, options = submission(name)
+        operator = LakecleanerSubmitOperator(task_id="clean", conn_id=f"spark_{name}", name="a.t",
+                                             application_args=["a.t"], **options,
+                                             lakecleaner_config=submission.config, catalog_conn_id="lake_catalog")
+        seen.clear()
+        operator.execute({})
+        if name == "local":
+            path, mode, text = seen["file"]
+            assert mode == 0o600 and SECRET in text and "s3cr3t-s3-on-the-worker" in text
+            assert "spark.sql.catalog.lake.jdbc.password" in text and not os.path.exists(path)
+            assert "--properties-file" in seen["cmd"] and operator.properties_file is None
+        else:
+            assert seen["file"] is None and "--properties-file" not in seen["cmd"]
+        assert not [a for a in seen["cmd"] if "s3cr3t" in a]

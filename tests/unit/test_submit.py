@@ -89,3 +89,26 @@ def test_a_job_that_cannot_read_its_config_still_reports_each_table(tmp_path, ca
     results = submit.parse_results(capsys.readouterr().out)
     assert [r["table"] for r in results] == ["a.t", "a.u"]
     assert all(r["status"] == "failed" and "config file not found" in r["error"] for r in results)
+
+
+def test_secret_spark_settings_stay_out_of_argv_and_xcom(tmp_path):
+    """Every spark.conf key Spark's redaction (sparkconf.REDACTION) matches, by key or by value, as
+    Spark matches them: never on a spark-submit command line nor in the DAG's mapped arguments. The
+    job's own session still sets them (the CLI), or the DAG's submitting task hands them over in a
+    private properties file (lakecleaner.airflow.operators)."""
+    from lakecleaner.core.sparkconf import REDACTION, spark_conf
+
+    secret = {"spark.hadoop.fs.s3a.secret.key": "s3cr3t-key", "spark.hadoop.fs.s3a.access.key": "AKIAs3cr3t",
+              "spark.hadoop.fs.azure.account.key.acct.dfs.core.windows.net": "s3cr3t-azure",
+              "spark.hadoop.fs.azure.sas.box.acct.blob.core.windows.net": "sv=s3cr3t-sas",
+              "spark.executorEnv.DB_URL": "jdbc:postgresql://db/x?password=s3cr3t-url"}
+    cfg = LakecleanerConfig(spark=SparkConfig(conf={**secret, "spark.sql.shuffle.partitions": 4}))
+    assert all(k in spark_conf(cfg) for k in secret)  # the job's own session gets them
+    shared = submit.operator_options(cfg, tmp_path)
+    argv = submit.submit_command(cfg, "/etc/lakecleaner.yaml", "clean.py", ["a.t"], str(tmp_path))
+    for exposed in (json.dumps(shared), " ".join(argv)):
+        assert "s3cr3t" not in exposed and "AKIA" not in exposed
+    flags, conf, _ = argv_options(argv)
+    assert conf["spark.sql.shuffle.partitions"] == "4"
+    assert conf["spark.redaction.regex"] == REDACTION  # its value matches itself, and is no secret
+    assert submit.secret_conf(cfg) == secret

@@ -5,7 +5,8 @@
   (Kafka's log.cleaner.threads), for teams that share one pool across DAGs (``lakecleaner_dag(pool=...)``);
   idempotent, it resizes an existing pool. A DAG needs no pool: a run never submits more than
   ``cleaner.threads`` applications at once.
-- ``airflow lakecleaner check [--config FILE]``: the config loads (notifiers included), and what would
+- ``airflow lakecleaner check [--config FILE] [--catalog-conn-id ID]``: the config loads (notifiers and the
+  catalog connection included), and what would
   send the Spark applications to the wrong place (no Spark connection: SparkSubmitHook falls back to
   YARN; no spark-submit on this machine's PATH).
 """
@@ -18,6 +19,8 @@ from airflow.cli.cli_config import ActionCommand, Arg, GroupCommand
 
 DEFAULT_POOL = "lakecleaner"
 ARG_CONFIG = Arg(("--config",), help="the lakecleaner YAML (default: [lakecleaner] config)")
+ARG_CATALOG_CONN = Arg(("--catalog-conn-id",), help="the catalog connection merged over the YAML's catalog "
+                                                     "(default: [lakecleaner] catalog_conn_id)")
 ARG_POOL = Arg(("--pool",), default=DEFAULT_POOL, help=f"the pool's name (default: {DEFAULT_POOL})")
 
 
@@ -53,14 +56,16 @@ def problems(conn_id: str) -> list[str]:
 
 
 def check(args) -> None:
-    from lakecleaner.airflow.dag import config_path, setting
+    from lakecleaner.airflow.catalog import catalog_properties
+    from lakecleaner.airflow.dag import catalog_conn, config_path, setting
     from lakecleaner.airflow.notify import load_notifiers
     from lakecleaner.core.config import load_config
 
-    cfg = load_config(config_path(args.config))
+    conn_id = catalog_conn(args.catalog_conn_id)
+    cfg = load_config(config_path(args.config)).with_catalog(catalog_properties(conn_id))
     load_notifiers(cfg.notifiers)  # a bad notifiers: entry is said now, not at the first run
-    print(f"lakecleaner: {cfg.source} loads: catalog {cfg.catalog.name} ({cfg.catalog.type}), "
-          f"cleaner.threads={cfg.cleaner.threads}")
+    print(f"lakecleaner: {cfg.source} loads: catalog {cfg.catalog.name} ({cfg.catalog.type}"
+          f"{f', from connection {conn_id}' if conn_id else ''}), cleaner.threads={cfg.cleaner.threads}")
     for problem in problems(setting("spark_conn_id")):
         print(f"lakecleaner: warning: {problem}", file=sys.stderr)
 
@@ -70,5 +75,5 @@ def get_cli_commands() -> list[GroupCommand]:
         ActionCommand(name="create-pool", help="create or resize a pool sized by cleaner.threads",
                       func=create_pool, args=(ARG_CONFIG, ARG_POOL)),
         ActionCommand(name="check", help="check a lakecleaner config and the Spark connection", func=check,
-                      args=(ARG_CONFIG,)),
+                      args=(ARG_CONFIG, ARG_CATALOG_CONN)),
     ])]

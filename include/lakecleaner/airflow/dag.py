@@ -12,10 +12,18 @@ applications that each take the whole chain (compact -> maintain -> validate) fo
     forget_requests ──> forget (mapped) ──> evaluate ──> clean (mapped: one spark-submit per application) ──> summary
                                                                                                         └─> announce
 
-Parsing does no I/O: the config, the warehouse and the Iceberg jar are read by the tasks when the run
-starts. What the factory does not get as an argument comes from the ``[lakecleaner]`` section of
-airflow.cfg (lakecleaner.airflow.provider.OPTIONS), read when the DAG file is parsed (``schedule``,
-``pool``, ``spark_conn_id``) or when a task runs (``config``, ``package_dir``).
+Parsing does no I/O: the config, the connections, the warehouse and the Iceberg jar are read by the
+tasks when the run starts. What the factory does not get as an argument comes from the ``[lakecleaner]``
+section of airflow.cfg (lakecleaner.airflow.provider.OPTIONS), read when the DAG file is parsed
+(``schedule``, ``pool``, ``spark_conn_id``) or when a task runs (``config``, ``catalog_conn_id``,
+``package_dir``, ``code_uri``, ``config_uri``).
+
+- The catalog may come from an Airflow connection (``catalog_conn_id``), merged over the YAML's catalog
+  section by every task (lakecleaner.airflow.catalog); the Spark applications get it, with the secret
+  Spark settings, in a private properties file (lakecleaner.airflow.operators), never as arguments.
+- The Spark connection's master and deploy mode decide each submission: client mode ships the package
+  built on the worker; cluster mode on YARN or Kubernetes names only what the cluster reads
+  (``code_uri``, ``config_uri``: lakecleaner.core.cluster).
 
 - The run's "now" is its data interval end (a backfill re-applies the policy as of each interval; a
   manual run without an interval uses its logical date, else run_after).
@@ -41,11 +49,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import AssetAlias, Param, TriggerRule, dag, task
 from airflow.sdk.exceptions import AirflowFailException
 
 from lakecleaner.airflow import assets, metrics, notify
+from lakecleaner.airflow.operators import LakecleanerSubmitOperator
 from lakecleaner.airflow.provider import OPTION_DEFAULTS, SECTION
 from lakecleaner.core import scheduler
 from lakecleaner.core.config import ConfigError, LakecleanerConfig, load_config
@@ -76,8 +84,26 @@ def config_path(config: str | os.PathLike | None) -> str:
     return path
 
 
-def _load(config: str | None) -> LakecleanerConfig:
-    return load_config(config_path(config))
+def catalog_conn(catalog_conn_id: str | None) -> str | None:
+    """The catalog connection a DAG runs on: the factory's ``catalog_conn_id``, else [lakecleaner]
+    catalog_conn_id, else none (the YAML's catalog alone). Resolved when a task runs."""
+    return catalog_conn_id or setting("catalog_conn_id") or None
+
+
+def catalog_and_config(config: str | None, catalog_conn_id: str | None = None):
+    """The connection's catalog settings (None without one) and the config with them merged over the
+    YAML's catalog section: what every task (and the Lake Cleaner page) works on."""
+    from lakecleaner.airflow.catalog import catalog_properties, mask_catalog_secrets
+
+    given = catalog_properties(catalog_conn(catalog_conn_id))
+    cfg = load_config(config_path(config)).with_catalog(given)
+    if given is not None:
+        mask_catalog_secrets(cfg)
+    return given, cfg
+
+
+def _load(config: str | None, catalog_conn_id: str | None = None) -> LakecleanerConfig:
+    return catalog_and_config(config, catalog_conn_id)[1]
 
 
 def _package_dir() -> Path:
@@ -98,7 +124,7 @@ def _interval_ms(schedule: str | None, context) -> int:
 
 
 # ---------------------------------------------------------------- callbacks (run on the worker)
-def on_clean_failure(config: str | None, context) -> None:
+def on_clean_failure(config: str | None, context, catalog_conn_id: str | None = None) -> None:
     """An application's task failed. If the application died while cleaning tables (its report
     names tables in progress), count their failures and alert, as the application would have; a
     table that merely failed was already recorded by the application. The report is named by the
@@ -107,7 +133,7 @@ def on_clean_failure(config: str | None, context) -> None:
     if ti.map_index < 0:
         log.error("lakecleaner: cannot tell which application task %s ran (not a mapped instance)", ti.task_id)
         return
-    cfg = _load(config)
+    cfg = _load(config, catalog_conn_id)
     report = read_document(cfg, scheduler.report_name(ti.run_id, ti.map_index))
     if report is None or report.get("finished"):
         return
@@ -136,6 +162,7 @@ PARAMS = {
 # ---------------------------------------------------------------- the factory
 def lakecleaner_dag(dag_id: str = "lakecleaner", config: str | os.PathLike | None = None, *,
                     schedule: str | None = _UNSET, pool: str | None = None, spark_conn_id: str | None = None,
+                    catalog_conn_id: str | None = None, code_uri: str | None = None, config_uri: str | None = None,
                     tags: tuple[str, ...] = (), **dag_kwargs):
     """One lakecleaner DAG on ``config`` (the YAML; default [lakecleaner] config).
 
@@ -143,6 +170,12 @@ def lakecleaner_dag(dag_id: str = "lakecleaner", config: str | os.PathLike | Non
     schedule, every 15 minutes; "none" there). ``pool``: an existing Airflow pool for the Spark
     applications, shared across DAGs (default [lakecleaner] pool, else Airflow's default pool).
     ``spark_conn_id``: the Spark connection (default [lakecleaner] spark_conn_id: spark_default).
+    ``catalog_conn_id``: an Airflow connection (the Iceberg provider's iceberg type) whose catalog
+    settings are merged over the YAML's catalog section when a task runs (default [lakecleaner]
+    catalog_conn_id; none: the YAML's catalog alone). ``code_uri`` and ``config_uri``: where a driver
+    in cluster deploy mode (the Spark connection's deploy-mode, on YARN or Kubernetes) reads the code
+    and the config (default [lakecleaner] code_uri and config_uri; no config_uri: the config goes
+    inline; lakecleaner.core.cluster).
     Other keyword arguments go to Airflow's ``dag`` (start_date, default_args, access_control...).
     """
     if schedule is _UNSET:
@@ -152,35 +185,43 @@ def lakecleaner_dag(dag_id: str = "lakecleaner", config: str | os.PathLike | Non
     config = os.fspath(config) if config else None
     pool = pool or setting("pool") or None
     conn_id = spark_conn_id or setting("spark_conn_id")
-    submit = {"conn_id": conn_id, "map_index_template": "{{ task.name }}", **({"pool": pool} if pool else {})}
+    submit = {"conn_id": conn_id, "map_index_template": "{{ task.name }}", **({"pool": pool} if pool else {}),
+              "lakecleaner_config": config, "catalog_conn_id": catalog_conn_id}
+    on = {"config": config, "catalog_conn_id": catalog_conn_id}  # what every task loads
+    # what the tasks that build the spark-submits need besides (read when they run)
+    to = {"spark_conn_id": conn_id, "code_uri": code_uri, "config_uri": config_uri}
 
     @dag(dag_id=dag_id, schedule=schedule, catchup=False, max_active_runs=1, doc_md=__doc__,
          tags=[TAG, "iceberg", "spark", *tags], default_args=dag_kwargs.pop("default_args", {"retries": 0}),
          params=copy.deepcopy(PARAMS), **dag_kwargs)  # each DAG its own Param objects
     def lakecleaner():
-        forget = SparkSubmitOperator.partial(task_id="forget", application=job_path("forget.py"), **submit)
-        clean = SparkSubmitOperator.partial(task_id="clean", application=job_path("clean.py"),
-                                            on_failure_callback=functools.partial(on_clean_failure, config), **submit)
+        # the application, like the rest of the submission, is the mapped arguments': it depends on the deploy mode
+        forget = LakecleanerSubmitOperator.partial(task_id="forget", **submit)
+        clean = LakecleanerSubmitOperator.partial(
+            task_id="clean", **submit,
+            on_failure_callback=functools.partial(on_clean_failure, config, catalog_conn_id=catalog_conn_id))
         summary_task = task(trigger_rule=TriggerRule.ALL_DONE)(summary)
         announce_task = task(trigger_rule=TriggerRule.ALL_DONE, outlets=[AssetAlias(assets.ALIAS)])(announce)
-        evaluated = task(trigger_rule=TriggerRule.ALL_DONE)(evaluate)(config=config, schedule=schedule)
-        forget.expand_kwargs(task(forget_requests)(config=config, schedule=schedule)) >> evaluated
+        evaluated = task(trigger_rule=TriggerRule.ALL_DONE)(evaluate)(**on, **to, schedule=schedule)
+        forget.expand_kwargs(task(forget_requests)(**on, **to, schedule=schedule)) >> evaluated
         # Beside summary, not after it: summary must stay a leaf (it fails the run), and a failed
         # task's asset events are dropped.
-        clean.expand_kwargs(evaluated) >> [summary_task(config=config), announce_task(config=config)]
+        clean.expand_kwargs(evaluated) >> [summary_task(**on), announce_task(**on)]
 
     return lakecleaner()
 
 
 # ---------------------------------------------------------------- the tasks
-def forget_requests(config: str | None, schedule: str | None, params=None, **context) -> list[dict]:
+def forget_requests(config: str | None, schedule: str | None, params=None, catalog_conn_id: str | None = None,
+                    spark_conn_id: str | None = None, code_uri: str | None = None, config_uri: str | None = None,
+                    **context) -> list[dict]:
     """The pending erasure requests (those named by the `forget` param, else all) as one Spark
     application; none pending: the mapped `forget` is skipped. Read without Spark and without their
     keys: XCom, the rendered arguments and the logs carry request ids only. It runs before
     `evaluate`, so within a run erasures and compactions never overlap; `dry_run` counts what would go."""
     from lakecleaner.core.erasure_requests import list_pending
 
-    cfg = _load(config)
+    given, cfg = catalog_and_config(config, catalog_conn_id)
     pending = list_pending(cfg, params["forget"])
     if not pending:
         return []
@@ -189,20 +230,23 @@ def forget_requests(config: str | None, schedule: str | None, params=None, **con
     run = context["dag_run"]
     # now: the wall clock, as an erasure deadline is about real time. Values people chose (request
     # ids, user names) as --opt=value: one starting with '-' is a value, not an option.
-    args = ["--config", str(Path(cfg.source).resolve()), "--interval-ms", str(_interval_ms(schedule, context)),
+    options, config_arg = _submission(cfg, given, "forget.py", spark_conn_id, code_uri, config_uri)
+    args = ["--config", config_arg, "--interval-ms", str(_interval_ms(schedule, context)),
             f"--dag-run-id={run.run_id}", *(f"--request-id={p.request_id}" for p in pending)]
     args += [f"--triggered-by={run.triggering_user_name}"] if getattr(run, "triggering_user_name", None) else []
     args += ["--dry-run"] if params["dry_run"] else []
-    return [{"name": "forget", **operator_options(cfg, _package_dir()), "application_args": args}]
+    return [{"name": "forget", **options, "application_args": args}]
 
 
-def evaluate(config: str | None, schedule: str | None, params=None, **context) -> list[dict]:
+def evaluate(config: str | None, schedule: str | None, params=None, catalog_conn_id: str | None = None,
+             spark_conn_id: str | None = None, code_uri: str | None = None, config_uri: str | None = None,
+             **context) -> list[dict]:
     """Every compacted table evaluated from metadata, the eligible ones planned and packed: one
     mapped `clean` per application."""
     from lakecleaner.core.evaluate import format_table
     from lakecleaner.core.state import StateStore
 
-    cfg = _load(config)
+    given, cfg = catalog_and_config(config, catalog_conn_id)
     notify.load_notifiers(cfg.notifiers)  # a bad notifiers: entry fails the run here, naming it
     for table in params["clear_uncleanable"]:
         try:
@@ -237,13 +281,40 @@ def evaluate(config: str | None, schedule: str | None, params=None, **context) -
     ti.xcom_push(key="applications", value=scheduler.planned_applications(apps, now_ms))
     if not apps:
         return []
-    return _application_kwargs(cfg, apps, now_ms, schedule, params, context)
+    shared, config_arg = _submission(cfg, given, "clean.py", spark_conn_id, code_uri, config_uri)
+    return _application_kwargs(cfg, apps, now_ms, schedule, params, context, shared, config_arg)
 
 
-def _application_kwargs(cfg: LakecleanerConfig, apps, now_ms: int, schedule: str | None, params, context) -> list[dict]:
+def _submission(cfg: LakecleanerConfig, given, job: str, spark_conn_id: str | None, code_uri: str | None,
+                config_uri: str | None) -> tuple[dict, str]:
+    """The SparkSubmitOperator arguments of ``job`` (all but its application arguments) and its --config
+    argument, for the Spark connection's master and deploy mode: client mode ships the package built
+    here and names this worker's config; cluster mode (YARN, Kubernetes) names only what the cluster
+    reads (lakecleaner.core.cluster)."""
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    from lakecleaner.core.cluster import SparkTarget, SubmitError, cluster_options, config_reference
+
+    connection = SparkSubmitHook(conn_id=spark_conn_id or setting("spark_conn_id"))._connection
+    try:
+        target = SparkTarget(connection["master"], connection["deploy_mode"]).check()
+        if not target.cluster:
+            return ({"application": job_path(job), **operator_options(cfg, _package_dir()), "deploy_mode": "client"},
+                    str(Path(cfg.source).resolve()))
+        options, needed = cluster_options(cfg, code_uri or setting("code_uri") or None, job, given)
+        config_arg = config_reference(cfg, config_uri or setting("config_uri") or None)
+    except SubmitError as exc:
+        raise AirflowFailException(f"lakecleaner: {exc}") from None
+    if needed:
+        log.info("lakecleaner: cluster deploy mode: the driver reads the catalog connection's secret properties from "
+                 "its environment variables %s (give them by the cluster's means, e.g. "
+                 "spark.kubernetes.driver.secretKeyRef.<NAME>)", ", ".join(needed))
+    return options, config_arg
+
+
+def _application_kwargs(cfg: LakecleanerConfig, apps, now_ms: int, schedule: str | None, params, context,
+                        shared: dict, config: str) -> list[dict]:
     """The mapped `clean` task's arguments: one spark-submit of clean.py per application."""
-    shared = operator_options(cfg, _package_dir())
-    config = str(Path(cfg.source).resolve())
     run_id = context["dag_run"].run_id
     run_name = (context.get("logical_date") or context["dag_run"].run_after).isoformat()
     interval_ms = _interval_ms(schedule, context)
@@ -266,7 +337,7 @@ def _reports(cfg: LakecleanerConfig, run_id: str, apps: list[dict]) -> dict:
     return reports
 
 
-def summary(config: str | None, **context) -> None:
+def summary(config: str | None, catalog_conn_id: str | None = None, **context) -> None:
     """The run's report, metrics and alerts; fails the run when a table, an application, an alert
     or an erasure request failed."""
     ti = context["ti"]
@@ -275,7 +346,7 @@ def summary(config: str | None, **context) -> None:
     evaluations = ti.xcom_pull(task_ids="evaluate", key="evaluations") or []
     apps = ti.xcom_pull(task_ids="evaluate", key="applications") or []
     states = ti.get_task_states(dag_id=ti.dag_id, run_ids=[ti.run_id], task_ids=["clean"]).get(ti.run_id, {})
-    cfg = _load(config)  # as evaluate's: XCom names no path
+    cfg = _load(config, catalog_conn_id)  # as evaluate's: XCom names no path
     now_ms = _now_ms(context)
     history = []
     if apps:
@@ -328,13 +399,13 @@ def _after_the_run(cfg: LakecleanerConfig, evaluations: list[dict], report: dict
     return notify_errors
 
 
-def announce(config: str | None, **context) -> list[str]:
+def announce(config: str | None, catalog_conn_id: str | None = None, **context) -> list[str]:
     """An asset event per table compacted this run, through one alias."""
     ti = context["ti"]
     apps = ti.xcom_pull(task_ids="evaluate", key="applications") or []
     if not apps:
         return []
-    cfg = _load(config)  # as summary: reports named from the run id
+    cfg = _load(config, catalog_conn_id)  # as summary: reports named from the run id
     outcomes = [o for r in _reports(cfg, ti.run_id, apps).values() for o in (r or {}).get("outcomes", [])]
     events = assets.compaction_events(cfg.catalog.name, outcomes, _now_ms(context))
     assets.add_events(context["outlet_events"], events)

@@ -35,10 +35,25 @@ OPTIONS = (
     Option("spark_conn_id", "string", "spark_default", "spark_cluster",
            "The Airflow connection of type spark naming the Spark master (and deploy mode) the cleaning "
            "applications are submitted to, for a DAG built without spark_conn_id=."),
+    Option("catalog_conn_id", "string", "", "iceberg_lake",
+           "An Airflow connection (the Apache Iceberg provider's iceberg type) whose catalog settings (type, URI, "
+           "warehouse, credentials, FileIO settings) are merged over the YAML's catalog section, for a DAG built "
+           "without catalog_conn_id=; resolved through the deployment's secrets backends when a task runs and by "
+           "the Lake Cleaner page. Empty: the YAML's catalog alone."),
     Option("pool", "string", "", "lakecleaner",
            "An Airflow pool the Spark applications of a DAG built without pool= run in (empty: the default "
            "pool; a run never submits more than cleaner.threads applications at once either way). Create it "
            "with airflow lakecleaner create-pool."),
+    Option("code_uri", "string", "", "local:///opt/lakecleaner",
+           "Cluster deploy mode (YARN, Kubernetes): the URI the driver and executors read lakecleaner's code from, "
+           "a directory holding what `lakecleaner code-bundle DIR` writes (lakecleaner.zip and the job files), for "
+           "a DAG built without code_uri=. local:// names a directory in the cluster's image or nodes; hdfs://, "
+           "s3a://, https:// work too. Unused in client mode."),
+    Option("config_uri", "string", "", "local:///etc/lakecleaner/lake.yaml",
+           "Cluster deploy mode: where the driver reads its config, a path or local:// URI in its own file system "
+           "(e.g. a Kubernetes secret mounted with spark.kubernetes.driver.secrets.<name>), for a DAG built without "
+           "config_uri=. Empty: the worker's config goes to the driver inline, as an application argument, and "
+           "must then write no secret out (only ${NAME}s, which the driver resolves from its environment)."),
     Option("package_dir", "string", "", "/opt/airflow/lakecleaner-packages",
            "Where a worker builds the --py-files zip of the package that spark-submit ships to the driver and "
            "executors (empty: $AIRFLOW_HOME/lakecleaner). Local to the worker that submits."),

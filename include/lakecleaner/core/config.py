@@ -7,13 +7,14 @@ Spark job, the scheduler, validation and the UI all resolve a table through ``re
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
-from typing import Annotated, Any, Callable, Mapping, get_args, get_origin
+from urllib.parse import unquote, urlsplit, urlunsplit
+from typing import Annotated, Any, Callable, Mapping, Optional, get_args, get_origin
 
 import yaml
 from pydantic import (BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError, WithJsonSchema,
@@ -718,11 +719,67 @@ class CatalogConfig:
         return conf
 
     def pyiceberg_properties_resolved(self) -> dict[str, str]:
+        """pyiceberg's catalog properties. A sql catalog whose uri is a JDBC URL (what Spark's
+        JdbcCatalog takes, e.g. from a connection) gets the SQLAlchemy URL pyiceberg's SqlCatalog
+        takes, built from it, jdbc.user and jdbc.password (sql_alchemy_url)."""
         props = {"type": self.type, **{k: str(v) for k, v in self.properties.items()}}
         props.update({k: str(v) for k, v in self.pyiceberg_properties.items()})
         if self.warehouse:
             props.setdefault("warehouse", self.warehouse)
+        if self.type == "sql" and props.get("uri", "").startswith("jdbc:"):
+            given = {**self.properties, **self.spark_properties, **self.pyiceberg_properties}
+            props["uri"] = sql_alchemy_url(props["uri"], given.get("jdbc.user"), given.get("jdbc.password"))
         return props
+
+
+def sql_alchemy_url(jdbc_url: str, user: str | None, password: str | None) -> str:
+    """The SQLAlchemy URL of a JDBC catalog database, for pyiceberg's SqlCatalog (whose extras bring
+    the PostgreSQL and SQLite drivers): jdbc:postgresql://host:port/db?params with its user and
+    password, or jdbc:sqlite:path. Any other database: a ConfigError asking for pyiceberg's own uri."""
+    from urllib.parse import quote
+
+    if jdbc_url.startswith("jdbc:postgresql://"):
+        rest = jdbc_url[len("jdbc:postgresql://"):]
+        auth = quote(user or "", safe="") + (":" + quote(password, safe="") if password else "")
+        return f"postgresql+psycopg2://{auth + '@' if auth else ''}{rest}"
+    if jdbc_url.startswith("jdbc:sqlite:"):
+        return "sqlite:///" + jdbc_url[len("jdbc:sqlite:"):]
+    raise ConfigError(None, "catalog.uri", None, "pyiceberg reaches a JDBC catalog on PostgreSQL or SQLite only "
+                      "(jdbc:postgresql://... or jdbc:sqlite:...); for another database give pyiceberg_properties.uri, "
+                      "a SQLAlchemy URL", hide_value=True)
+
+
+@_section("catalog")
+class CatalogProperties:
+    """A catalog's settings from outside the YAML (an Airflow connection: lakecleaner.core.catalog_connection),
+    merged over the YAML's catalog section (``over``): ``type`` and ``warehouse``, when given, replace
+    the file's; each property given replaces the file's property of that name in every map (a
+    connection's uri wins over the file's spark_properties.uri too). Never the catalog's name: Spark
+    SQL, pyiceberg and the cleaner's own records know the catalog by the file's name."""
+    type: Optional[_CatalogType] = Field(None, description="replaces catalog.type")
+    warehouse: Optional[_Location] = Field(None, description="replaces catalog.warehouse")
+    properties: _Properties = Field(default_factory=dict, description="both engines")
+    spark_properties: _Properties = Field(default_factory=dict, description="Spark only")
+    pyiceberg_properties: _Properties = Field(default_factory=dict, description="pyiceberg only")
+
+    def over(self, catalog: CatalogConfig) -> CatalogConfig:
+        """``catalog`` with these settings merged over it (checked again: a hadoop catalog stays local)."""
+        given = set(self.properties)
+
+        def kept(own: Mapping[str, str]) -> dict[str, str]:
+            return {k: v for k, v in own.items() if k not in given}
+
+        return CatalogConfig(
+            name=catalog.name, type=self.type or catalog.type,
+            warehouse=self.warehouse if self.warehouse is not None else catalog.warehouse,
+            properties={**catalog.properties, **self.properties},
+            spark_properties={**kept(catalog.spark_properties), **self.spark_properties},
+            pyiceberg_properties={**kept(catalog.pyiceberg_properties), **self.pyiceberg_properties})
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "warehouse": self.warehouse, "properties": dict(self.properties),
+                "spark_properties": dict(self.spark_properties),
+                "pyiceberg_properties": dict(self.pyiceberg_properties)}
 
 
 @_section("spark")
@@ -844,6 +901,12 @@ class LakecleanerConfig:
     @property
     def history_table(self) -> str:
         return f"{self.catalog.name}.{self.cleaner.meta_namespace}.run_history"
+
+    def with_catalog(self, given: CatalogProperties | None) -> "LakecleanerConfig":
+        """This config with ``given`` (a connection's catalog settings) merged over its catalog section."""
+        if given is None:
+            return self
+        return dataclasses.replace(self, catalog=given.over(self.catalog))
 
 
 _CONFIG = TypeAdapter(LakecleanerConfig)
@@ -998,10 +1061,10 @@ def _escaped(value: Any) -> Any:
     return value.replace("${", "$${") if isinstance(value, str) else value
 
 
-def _read(path: Path) -> dict[str, Any]:
-    """The file's sections, each None one left out (the built-in default)."""
+def _read(path: Path, text: str | None = None) -> dict[str, Any]:
+    """The file's sections (or ``text``'s, an inline document), each None one left out (the built-in default)."""
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.safe_load(path.read_text() if text is None else text)
     except yaml.YAMLError as exc:  # its own text quotes the offending line, which may hold a credential
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -1017,21 +1080,56 @@ def _read(path: Path) -> dict[str, Any]:
     return {k: v for k, v in raw.items() if v is not None}
 
 
+# A config handed over whole, as one argument (a data: URI of its JSON text): what a Spark driver in
+# cluster mode gets when it has no file of its own (lakecleaner.core.cluster.inline_config).
+INLINE_PREFIX = "data:application/json,"
+INLINE_SOURCE = "<inline config>"
+
+
+def raw_config(path: str | os.PathLike) -> dict[str, Any]:
+    """The file's sections as written: nothing interpolated (its ${NAME} references kept), nothing checked."""
+    return _read(Path(_local_path(os.fspath(path))))
+
+
+def inline_config(doc: Mapping[str, Any]) -> str:
+    """``doc`` (sections as a file holds them) as one argument ``load_config`` reads back: a data: URI
+    of its JSON text, %-encoded where a URI needs it."""
+    import json
+    from urllib.parse import quote
+
+    return INLINE_PREFIX + quote(json.dumps(doc, sort_keys=True, separators=(",", ":")), safe="{}[]\":,._-/$@*+=!~")
+
+
+def _local_path(where: str) -> str:
+    """A path, or a file: or local: URI (Spark's name for a file already on the machine) as a path."""
+    for scheme in ("local://", "file://"):
+        if where.startswith(scheme):
+            return where[len(scheme):]
+    return where
+
+
 def load_config(path: str | os.PathLike | None = None) -> LakecleanerConfig:
-    """Load the YAML config: explicit path, else $LAKECLEANER_CONFIG, else the shipped default. Each
+    """Load the YAML config: explicit path (or file:// or local:// URI, or an inline document:
+    INLINE_PREFIX), else $LAKECLEANER_CONFIG, else the shipped default. Each
     ${NAME} in a value is the environment variable's value ($${ a literal ${). A
     relative warehouse path of a hadoop catalog is resolved against the config file's directory; the
     shipped default's (a file inside the installed package) against the working directory. Every
     mistake is a ConfigError naming its path (its ``problems``: all of them)."""
-    path = Path(path or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_PATH)
-    if not path.exists():
-        raise ConfigError(None, CONFIG_ENV, str(path), "config file not found")
-    doc = _interpolate(_read(path), "", os.environ, str(path))
+    where = os.fspath(path or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_PATH)
+    if where.startswith(INLINE_PREFIX):  # a document handed over whole (cluster mode: lakecleaner.core.cluster)
+        path = Path(INLINE_SOURCE)
+        doc = _interpolate(_read(path, unquote(where[len(INLINE_PREFIX):])), "", os.environ, INLINE_SOURCE)
+    else:
+        path = Path(_local_path(where))
+        if not path.exists():
+            raise ConfigError(None, CONFIG_ENV, str(path), "config file not found")
+        doc = _interpolate(_read(path), "", os.environ, str(path))
     catalog = doc.get("catalog", {})
     if isinstance(catalog, Mapping) and catalog.get("type", "hadoop") == "hadoop":
         warehouse = catalog.get("warehouse", "warehouse")
         if isinstance(warehouse, str) and warehouse and not _SCHEME.match(warehouse):
-            base = Path.cwd() if path.resolve() == DEFAULT_CONFIG_PATH else path.resolve().parent
+            base = Path.cwd() if path == Path(INLINE_SOURCE) or path.resolve() == DEFAULT_CONFIG_PATH \
+                else path.resolve().parent
             doc["catalog"] = {**catalog, "warehouse": str((base / warehouse).resolve())}
     try:
         return _CONFIG.validate_python({**doc, "source": str(path)})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 from importlib.resources import files
 
 from lakecleaner.core.config import RUNTIME_AUTO, RUNTIME_PROVIDED, LakecleanerConfig
@@ -78,7 +79,7 @@ def spark_conf(cfg: LakecleanerConfig) -> dict[str, str]:
         # the memory it saves (building the 1M-key map of the 20M-record benchmark table: 1.52 s -> 1.35 s).
         "spark.sql.inMemoryColumnarStorage.compressed": "false",
         "spark.driver.memory": cfg.spark.driver_memory,
-        "spark.redaction.regex": REDACTION,
+        REDACTION_KEY: REDACTION,
     }
     conf.update(jars_and_packages(cfg))
     conf.update(cfg.catalog.spark_conf())
@@ -86,6 +87,24 @@ def spark_conf(cfg: LakecleanerConfig) -> dict[str, str]:
     return conf
 
 
-# Spark redacts conf values whose keys match this in its logs and UI; Spark's default misses the
-# names catalogs give their secrets (credential, jdbc.password is caught, token is).
-REDACTION = r"(?i)secret|password|token|access[.]key|credential|private[.]key"
+# Spark redacts a conf value in its logs, UI and event log when its key or its value matches this;
+# Spark's default misses the names catalogs and file systems give their secrets (credential,
+# private.key, Azure's account.key and .sas. keys; jdbc.password and token it catches).
+REDACTION = r"(?i)secret|password|token|access[.]key|credential|private[.]key|account[.]key|[.]sas[.]"
+REDACTION_KEY = "spark.redaction.regex"  # its value matches the pattern, and is no secret
+
+
+# Settings whose names match REDACTION but whose values only name where a secret is (a Kubernetes
+# secret to mount or read an environment variable from, a Hadoop credential store): what cluster mode
+# gives its driver secrets with, so they must reach spark-submit.
+REFERENCE_KEYS = re.compile(r"spark[.]kubernetes[.](driver|executor)[.](secretKeyRef|secrets)[.].+"
+                            r"|.*[.]credential[.]provider[.]path")
+
+
+def is_secret(key: str, value: str) -> bool:
+    """Whether Spark would redact this setting (its key or its value matches REDACTION), and it is more
+    than a reference to a secret: such a value never goes on a command line or into the DAG's task
+    arguments (lakecleaner.core.submit)."""
+    if key == REDACTION_KEY or REFERENCE_KEYS.fullmatch(key):
+        return False
+    return bool(re.search(REDACTION, key) or re.search(REDACTION, str(value)))

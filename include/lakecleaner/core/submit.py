@@ -16,7 +16,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from lakecleaner.core.config import LakecleanerConfig
-from lakecleaner.core.sparkconf import spark_conf
+from lakecleaner.core.sparkconf import is_secret, spark_conf
 
 RESULT_MARKER = "LAKECLEANER_RESULT "  # starts a job's stdout line carrying one table's JSON result
 
@@ -86,13 +86,25 @@ def ship_package(dest_dir: str | os.PathLike) -> str:
 
 
 # ---------------------------------------------------------------- the options, rendered twice
+def _catalog_key(cfg: LakecleanerConfig, key: str) -> bool:
+    prefix = f"spark.sql.catalog.{cfg.catalog.name}"
+    return key == prefix or key.startswith(prefix + ".")
+
+
 def submit_conf(cfg: LakecleanerConfig) -> dict[str, str]:
     """The Spark conf for a spark-submit command line: everything but the catalog's, which may hold
-    credentials (tokens, JDBC passwords). argv is visible in ps and logged by SparkSubmitHook, and
-    the DAG's mapped arguments are stored as XCom; the job sets the catalog's conf itself, from the
-    config file it is given, when it builds its session (get_spark)."""
-    prefix = f"spark.sql.catalog.{cfg.catalog.name}"
-    return {k: v for k, v in spark_conf(cfg).items() if k != prefix and not k.startswith(prefix + ".")}
+    credentials (tokens, JDBC passwords), and every setting Spark would redact (is_secret: S3 and
+    Azure keys in spark.conf). argv is visible in ps and logged by SparkSubmitHook, and the DAG's
+    mapped arguments are stored as XCom; the job sets those itself, from the config it is given,
+    when it builds its session (get_spark), or the DAG's submitting task hands them over in a
+    private properties file (secret_conf)."""
+    return {k: v for k, v in spark_conf(cfg).items() if not _catalog_key(cfg, k) and not is_secret(k, v)}
+
+
+def secret_conf(cfg: LakecleanerConfig) -> dict[str, str]:
+    """The settings of ``cfg.spark.conf`` that submit_conf leaves out as secrets (the catalog's aside)."""
+    return {k: v for k, v in spark_conf(cfg).items()
+            if k in cfg.spark.conf and not _catalog_key(cfg, k) and is_secret(k, v)}
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from lakecleaner.core.config import DEFAULT_INTERVAL_MS, ConfigError, LakecleanerConfig, load_config
+from lakecleaner.core.config import DEFAULT_INTERVAL_MS, ConfigError, LakecleanerConfig
 from lakecleaner.core.submit import format_result
 
 STEPS = ("compact", "maintain", "validate")
@@ -390,11 +390,11 @@ def _maintain_own_tables(spark, cfg: LakecleanerConfig, now_ms: int, emit) -> No
 def job_main(steps: tuple[str, ...], argv: list[str] | None = None) -> int:
     """Entry point of jobs/*.py: one application, one JSON result line per table (in the order
     run), exit 1 if any table failed."""
-    from lakecleaner.spark.session import get_spark
+    from lakecleaner.spark.session import get_spark, job_config
 
     args = parser(f"jobs/{'clean' if len(steps) > 1 else steps[0]}.py").parse_args(argv)
     try:
-        cfg = load_config(args.config)
+        cfg = job_config(args.config)
     except ConfigError as exc:
         for table in args.tables:
             print(format_result({"table": table, "status": "failed", "error": str(exc)}), flush=True)

@@ -184,8 +184,7 @@ def job_main(argv: list[str] | None = None) -> int:
     request; exit 1 if any failed."""
     import argparse
 
-    from lakecleaner.core.config import load_config
-    from lakecleaner.spark.session import get_spark
+    from lakecleaner.spark.session import get_spark, job_config
     from lakecleaner.core.submit import format_result
 
     p = argparse.ArgumentParser(prog="jobs/forget.py")
@@ -202,7 +201,7 @@ def job_main(argv: list[str] | None = None) -> int:
     p.add_argument("--now-ms", type=int)
     p.add_argument("--interval-ms", type=int, default=DEFAULT_INTERVAL_MS)
     args = p.parse_args(argv)
-    cfg = load_config(args.config)
+    cfg = job_config(args.config)
     now_ms = int(args.now_ms if args.now_ms is not None else time.time() * 1000)
     by = Attribution(args.dag_run_id, args.triggered_by)
     spark = get_spark(cfg, "lakecleaner-forget", set_master=False)
