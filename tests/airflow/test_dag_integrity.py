@@ -42,10 +42,9 @@ def _parse():
 
 @pytest.fixture
 def parsed(tmp_path, monkeypatch):
-    """The DAG file parsed with a config file and a package dir that do not exist."""
+    """The DAG file parsed with a config file that does not exist."""
     missing = tmp_path / "nowhere" / "lakecleaner.yaml"
     monkeypatch.setenv("AIRFLOW__LAKECLEANER__CONFIG", str(missing))
-    monkeypatch.setenv("AIRFLOW__LAKECLEANER__PACKAGE_DIR", str(tmp_path / "package"))
     import airflow.dag_processing.dagbag  # noqa: F401 - Airflow's own start-up is not the DAG file's parse
 
     _recorder.events.clear()
@@ -79,7 +78,7 @@ def test_parsing_does_no_io(parsed):
     assert [e for e, _ in events if e in SPAWN_EVENTS] == []  # no spark-submit, no airflow CLI
     touched = [(e, _path(a)) for e, a in events if e in PATH_EVENTS]
     suspicious = [(e, p) for e, p in touched
-                  if p.startswith(str(tmp_path))  # the (missing) config, the package dir
+                  if p.startswith(str(tmp_path))  # the (missing) config
                   or p.endswith((".jar", ".zip", ".yaml", ".yml", ".json"))
                   or Path(p).resolve() in (REPO / "warehouse", REPO / "jobs", REPO / "include" / "lakecleaner.yaml")
                   or "warehouse" in Path(p).parts]
@@ -87,11 +86,11 @@ def test_parsing_does_no_io(parsed):
     writes = [(e, p) for e, p in touched if e != "open" and e not in ("os.listdir", "os.scandir")
               and "__pycache__" not in p]
     assert writes == []
-    assert not (tmp_path / "package").exists() and not (tmp_path / "nowhere").exists()
+    assert not (tmp_path / "nowhere").exists()
 
 
 def test_the_dag_has_the_expected_shape(parsed):
-    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+    from lakecleaner.airflow.shipping import PackageShippingSparkSubmitOperator as Submit
 
     bag, _, _ = parsed
     dag = bag.dags["lakecleaner"]
@@ -116,7 +115,7 @@ def test_the_dag_has_the_expected_shape(parsed):
 
     evaluate, clean, summary = (dag.task_dict[t] for t in ("evaluate", "clean", "summary"))
     # one mapped spark-submit of jobs/clean.py per packed application, named by its tables
-    assert clean.operator_class is SparkSubmitOperator
+    assert clean.operator_class is Submit  # a SparkSubmitOperator that builds the package it ships
     assert clean.upstream_task_ids == {"evaluate"} and clean.downstream_task_ids == {"summary", "announce"}
     # no pool of its own: at most cleaner.threads applications per run, one run at a time
     assert clean.partial_kwargs["conn_id"] == "spark_default" and clean.pool == "default_pool" and clean.retries == 0
@@ -124,7 +123,7 @@ def test_the_dag_has_the_expected_shape(parsed):
     assert clean.map_index_template == "{{ task.name }}"
     # erasure requests (the forget param) run before evaluate; evaluate runs whatever they did
     forget = dag.task_dict["forget"]
-    assert forget.operator_class is SparkSubmitOperator and forget.upstream_task_ids == {"forget_requests"}
+    assert forget.operator_class is Submit and forget.upstream_task_ids == {"forget_requests"}
     assert forget.partial_kwargs["application"] == str(PACKAGE / "spark" / "jobs" / "forget.py")
     assert evaluate.upstream_task_ids == {"forget"} and evaluate.trigger_rule == "all_done"
     assert params["forget"].value == [] and params["forget"].schema["items"] == {"type": "string"}  # request ids

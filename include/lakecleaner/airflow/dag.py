@@ -15,7 +15,8 @@ applications that each take the whole chain (compact -> maintain -> validate) fo
 Parsing does no I/O: the config, the warehouse and the Iceberg jar are read by the tasks when the run
 starts. What the factory does not get as an argument comes from the ``[lakecleaner]`` section of
 airflow.cfg (lakecleaner.airflow.provider.OPTIONS), read when the DAG file is parsed (``schedule``,
-``pool``, ``spark_conn_id``) or when a task runs (``config``, ``package_dir``).
+``pool``, ``spark_conn_id``) or when a task runs (``config``). The package Spark needs (``--py-files``)
+is built by each ``clean``/``forget`` task itself, in its own scratch space (lakecleaner.airflow.shipping).
 
 - The run's "now" is its data interval end (a backfill re-applies the policy as of each interval; a
   manual run without an interval uses its logical date, else run_after).
@@ -37,16 +38,15 @@ import copy
 import functools
 import logging
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import AssetAlias, Param, TriggerRule, dag, task
 from airflow.sdk.exceptions import AirflowFailException
 
 from lakecleaner.airflow import assets, metrics, notify
 from lakecleaner.airflow.provider import OPTION_DEFAULTS, SECTION
+from lakecleaner.airflow.shipping import PackageShippingSparkSubmitOperator
 from lakecleaner.core import scheduler
 from lakecleaner.core.config import ConfigError, LakecleanerConfig, load_config
 from lakecleaner.core.housekeeping import prune_documents
@@ -78,14 +78,6 @@ def config_path(config: str | os.PathLike | None) -> str:
 
 def _load(config: str | None) -> LakecleanerConfig:
     return load_config(config_path(config))
-
-
-def _package_dir() -> Path:
-    """Where this worker builds the --py-files zip: [lakecleaner] package_dir, else $AIRFLOW_HOME/lakecleaner."""
-    base = setting("package_dir")
-    if base:
-        return Path(base)
-    return Path(os.environ.get("AIRFLOW_HOME") or tempfile.gettempdir()) / "lakecleaner"
 
 
 def _now_ms(context) -> int:
@@ -158,8 +150,8 @@ def lakecleaner_dag(dag_id: str = "lakecleaner", config: str | os.PathLike | Non
          tags=[TAG, "iceberg", "spark", *tags], default_args=dag_kwargs.pop("default_args", {"retries": 0}),
          params=copy.deepcopy(PARAMS), **dag_kwargs)  # each DAG its own Param objects
     def lakecleaner():
-        forget = SparkSubmitOperator.partial(task_id="forget", application=job_path("forget.py"), **submit)
-        clean = SparkSubmitOperator.partial(task_id="clean", application=job_path("clean.py"),
+        forget = PackageShippingSparkSubmitOperator.partial(task_id="forget", application=job_path("forget.py"), **submit)
+        clean = PackageShippingSparkSubmitOperator.partial(task_id="clean", application=job_path("clean.py"),
                                             on_failure_callback=functools.partial(on_clean_failure, config), **submit)
         summary_task = task(trigger_rule=TriggerRule.ALL_DONE)(summary)
         announce_task = task(trigger_rule=TriggerRule.ALL_DONE, outlets=[AssetAlias(assets.ALIAS)])(announce)
@@ -193,7 +185,7 @@ def forget_requests(config: str | None, schedule: str | None, params=None, **con
             f"--dag-run-id={run.run_id}", *(f"--request-id={p.request_id}" for p in pending)]
     args += [f"--triggered-by={run.triggering_user_name}"] if getattr(run, "triggering_user_name", None) else []
     args += ["--dry-run"] if params["dry_run"] else []
-    return [{"name": "forget", **operator_options(cfg, _package_dir()), "application_args": args}]
+    return [{"name": "forget", **operator_options(cfg), "application_args": args}]
 
 
 def evaluate(config: str | None, schedule: str | None, params=None, **context) -> list[dict]:
@@ -242,7 +234,7 @@ def evaluate(config: str | None, schedule: str | None, params=None, **context) -
 
 def _application_kwargs(cfg: LakecleanerConfig, apps, now_ms: int, schedule: str | None, params, context) -> list[dict]:
     """The mapped `clean` task's arguments: one spark-submit of clean.py per application."""
-    shared = operator_options(cfg, _package_dir())
+    shared = operator_options(cfg)
     config = str(Path(cfg.source).resolve())
     run_id = context["dag_run"].run_id
     run_name = (context.get("logical_date") or context["dag_run"].run_after).isoformat()

@@ -39,9 +39,6 @@ OPTIONS = (
            "An Airflow pool the Spark applications of a DAG built without pool= run in (empty: the default "
            "pool; a run never submits more than cleaner.threads applications at once either way). Create it "
            "with airflow lakecleaner create-pool."),
-    Option("package_dir", "string", "", "/opt/airflow/lakecleaner-packages",
-           "Where a worker builds the --py-files zip of the package that spark-submit ships to the driver and "
-           "executors (empty: $AIRFLOW_HOME/lakecleaner). Local to the worker that submits."),
 )
 OPTION_DEFAULTS = {o.name: o.default for o in OPTIONS}
 
