@@ -62,6 +62,14 @@ def _persisted(spark) -> int:
     return spark.sparkContext._jsc.getPersistentRDDs().size()
 
 
+def _results_snapshots(spark, cfg) -> int:
+    from lakecleaner.core.quality_results import results_table
+    from lakecleaner.spark.quality import ensure_results_table
+
+    ensure_results_table(spark, cfg)
+    return spark.sql(f"SELECT count(*) AS n FROM {results_table(cfg)}.snapshots").collect()[0]["n"]
+
+
 def test_one_application_cleans_every_good_table_and_contains_each_broken_one(spark, lake_config, table_name):
     cfg, ns = lake_config, table_name.replace("t.", "b_")
     good = [f"{ns}.offsets", f"{ns}.stamps", f"{ns}.cdc"]
@@ -80,8 +88,11 @@ def test_one_application_cleans_every_good_table_and_contains_each_broken_one(sp
     order = (good[0], invalid, good[1], corrupt, breaking, good[2])
 
     lines: list[str] = []
+    results_commits = _results_snapshots(spark, cfg)
     outcomes = clean_tables(spark, cfg, BatchRequest(order, now, record_outcomes=True, report=f"batches/{ns}.json"),
                             emit=lines.append, workers=2)
+    # the three validations' results are kept in one commit of the results table, not one each
+    assert _results_snapshots(spark, cfg) == results_commits + 1
 
     assert [o.table for o in outcomes] == list(order)  # reported in the order asked, whatever finished first
     status = {o.table: (o.status, o.failed_step) for o in outcomes}

@@ -255,3 +255,23 @@ def test_results_go_to_their_table_and_data_docs_to_the_state_root_whatever_it_i
     assert "index.html" not in published and any(p.startswith("static/") for p in published)
     assert os.listdir(scratch) == []  # the GX context and its site went with the application's scratch space
     assert not (tmp_path / "wh").exists()
+
+
+def test_a_validation_answers_for_the_runs_since_the_previous_one_kept_or_not_yet_kept(spark, lake_config,
+                                                                                       table_name):
+    """The previous validation of a table is read from the results table once per application, and
+    one this application made (its results are appended when it closes) counts too."""
+    from lakecleaner.spark.quality import QualitySuites
+
+    ref = create_compacted_table(spark, lake_config, table_name)
+    append(spark, ref, _rows(0, 6))
+    compact_table(spark, lake_config, table_name)
+    now = int(time.time() * 1000)
+    validate_table(spark, lake_config, table_name, now_ms=now - 2000, run_name="kept", interval_ms=0)
+    with QualitySuites(lake_config) as suites:
+        assert suites._previous(spark, ref.short, now) == now - 2000  # from the table
+        suites.validate(spark, table_name, now_ms=now - 1000, run_name="pending", interval_ms=0)
+        assert suites._previous(spark, ref.short, now) == now - 1000  # this application's, not kept yet
+        assert suites._previous(spark, ref.short, now - 1000) == now - 2000
+        assert [r["run_name"] for r in list_results(lake_config, ref.short)] == ["kept"]
+    assert [r["run_name"] for r in list_results(lake_config, ref.short)] == ["pending", "kept"]

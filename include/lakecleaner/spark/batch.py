@@ -79,7 +79,7 @@ def clean_tables(spark, cfg: LakecleanerConfig, request: BatchRequest,
     cleaner.application_threads), starting them in order; never raises for one table's failure.
     Returns the outcomes in the request's order."""
     from lakecleaner.spark.history import ensure_history_table
-    from lakecleaner.spark.quality import QualitySuites, ensure_results_table
+    from lakecleaner.spark.quality import QualitySuites
 
     run = _BatchRun(cfg, request, emit)
     suites = None
@@ -90,11 +90,6 @@ def clean_tables(spark, cfg: LakecleanerConfig, request: BatchRequest,
             suites = _NoSuites(f"the data-quality context cannot be opened: {type(exc).__name__}: {exc}")
     if "compact" in request.steps:
         ensure_history_table(spark, cfg)  # once, before tables race to create it
-    if "validate" in request.steps and not isinstance(suites, _NoSuites):
-        try:
-            ensure_results_table(spark, cfg)  # as the history: once, before tables race to create it
-        except Exception as exc:  # noqa: BLE001 - each validation tries again and fails with the reason
-            emit(f"lakecleaner: cannot create the data-quality results table: {type(exc).__name__}: {exc}")
     codegen_off = _choose_codegen(spark, cfg, request.tables, emit)
     workers = max(1, min(workers or cfg.cleaner.application_threads, len(request.tables)))
     try:
@@ -105,8 +100,9 @@ def clean_tables(spark, cfg: LakecleanerConfig, request: BatchRequest,
         if suites is not None:
             try:
                 suites.close()
-            except Exception as exc:  # noqa: BLE001 - the results are kept; only the rendered pages are stale
-                emit(f"lakecleaner: could not rebuild Data Docs: {type(exc).__name__}: {exc}")
+            except Exception as exc:  # noqa: BLE001 - the tables' outcomes (and validation summaries) are reported
+                emit(f"lakecleaner: could not keep the data-quality results or publish Data Docs: "
+                     f"{type(exc).__name__}: {exc}")
         run.finish()
         if codegen_off:  # leave the caller's session as it was
             for key in SMALL_TABLE_CONF:
