@@ -150,9 +150,10 @@ def lakecleaner_dag(dag_id: str = "lakecleaner", config: str | os.PathLike | Non
          tags=[TAG, "iceberg", "spark", *tags], default_args=dag_kwargs.pop("default_args", {"retries": 0}),
          params=copy.deepcopy(PARAMS), **dag_kwargs)  # each DAG its own Param objects
     def lakecleaner():
-        forget = PackageShippingSparkSubmitOperator.partial(task_id="forget", application=job_path("forget.py"), **submit)
-        clean = PackageShippingSparkSubmitOperator.partial(task_id="clean", application=job_path("clean.py"),
-                                            on_failure_callback=functools.partial(on_clean_failure, config), **submit)
+        submit_job = PackageShippingSparkSubmitOperator.partial  # builds the package it ships when it runs
+        forget = submit_job(task_id="forget", application=job_path("forget.py"), **submit)
+        clean = submit_job(task_id="clean", application=job_path("clean.py"),
+                           on_failure_callback=functools.partial(on_clean_failure, config), **submit)
         summary_task = task(trigger_rule=TriggerRule.ALL_DONE)(summary)
         announce_task = task(trigger_rule=TriggerRule.ALL_DONE, outlets=[AssetAlias(assets.ALIAS)])(announce)
         evaluated = task(trigger_rule=TriggerRule.ALL_DONE)(evaluate)(config=config, schedule=schedule)
