@@ -18,7 +18,6 @@ On Iceberg's JDBC catalog on a real PostgreSQL (safe for writers in several proc
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import signal
@@ -39,7 +38,7 @@ from lakecleaner.core.config import LakecleanerConfig, config_document
 from lakecleaner.core.table import TableRef
 from lakecleaner.spark.engine import quarantine_table
 from lakecleaner.core.model import compact
-from lakecleaner.core.quality_results import quality_root
+from lakecleaner.core.quality_results import list_results
 from lakecleaner.core.rules import Checkpoint
 from lakecleaner.core.state import StateStore, read_document
 from lakecleaner.core.submit import parse_results, submit_command
@@ -191,8 +190,7 @@ class Chaos:
             StateStore(self.cfg).get(self.table)
             for name in ("", ".clear"):
                 read_document(self.cfg, f"state/{self.table}{name}.json")
-            for path in (quality_root(self.cfg) / "results" / self.table).glob("*.json"):
-                json.loads(path.read_text())
+            list_results(self.cfg, self.table)  # rows of the results table (pyiceberg)
             return True
         except Exception as exc:  # noqa: BLE001 - counted and shown
             self.log(f"  unreadable document: {type(exc).__name__}: {exc}")

@@ -29,7 +29,6 @@ os.environ.update({
     "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{AIRFLOW_HOME}/airflow.db",
     "AIRFLOW__LOGGING__COLORED_CONSOLE_LOG": "False",
     "AIRFLOW_CONN_SPARK_DEFAULT": '{"conn_type":"spark","host":"local[2]"}',
-    "AIRFLOW__LAKECLEANER__PACKAGE_DIR": str(AIRFLOW_HOME / "lakecleaner"),
     "SPARK_LOCAL_IP": "127.0.0.1",
     "PYSPARK_PYTHON": sys.executable,
     # spark-submit (pip's pyspark) lives next to this interpreter

@@ -42,10 +42,9 @@ def _parse():
 
 @pytest.fixture
 def parsed(tmp_path, monkeypatch):
-    """The DAG file parsed with a config file and a package dir that do not exist."""
+    """The DAG file parsed with a config file that does not exist."""
     missing = tmp_path / "nowhere" / "lakecleaner.yaml"
     monkeypatch.setenv("AIRFLOW__LAKECLEANER__CONFIG", str(missing))
-    monkeypatch.setenv("AIRFLOW__LAKECLEANER__PACKAGE_DIR", str(tmp_path / "package"))
     import airflow.dag_processing.dagbag  # noqa: F401 - Airflow's own start-up is not the DAG file's parse
 
     _recorder.events.clear()
@@ -79,7 +78,7 @@ def test_parsing_does_no_io(parsed):
     assert [e for e, _ in events if e in SPAWN_EVENTS] == []  # no spark-submit, no airflow CLI
     touched = [(e, _path(a)) for e, a in events if e in PATH_EVENTS]
     suspicious = [(e, p) for e, p in touched
-                  if p.startswith(str(tmp_path))  # the (missing) config, the package dir
+                  if p.startswith(str(tmp_path))  # the (missing) config
                   or p.endswith((".jar", ".zip", ".yaml", ".yml", ".json"))
                   or Path(p).resolve() in (REPO / "warehouse", REPO / "jobs", REPO / "include" / "lakecleaner.yaml")
                   or "warehouse" in Path(p).parts]
@@ -87,13 +86,14 @@ def test_parsing_does_no_io(parsed):
     writes = [(e, p) for e, p in touched if e != "open" and e not in ("os.listdir", "os.scandir")
               and "__pycache__" not in p]
     assert writes == []
-    assert not (tmp_path / "package").exists() and not (tmp_path / "nowhere").exists()
+    assert not (tmp_path / "nowhere").exists()
 
 
 def test_the_dag_has_the_expected_shape(parsed):
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
     from lakecleaner.airflow.operators import LakecleanerSubmitOperator
+    from lakecleaner.airflow.shipping import ShipsPackage
 
     bag, _, _ = parsed
     dag = bag.dags["lakecleaner"]
@@ -119,7 +119,9 @@ def test_the_dag_has_the_expected_shape(parsed):
     evaluate, clean, summary = (dag.task_dict[t] for t in ("evaluate", "clean", "summary"))
     # one mapped spark-submit of jobs/clean.py per packed application, named by its tables: the
     # provider's operator, with lakecleaner's private properties file (lakecleaner.airflow.operators)
+    # and, in client mode, the package it builds itself when it runs (lakecleaner.airflow.shipping)
     assert clean.operator_class is LakecleanerSubmitOperator and issubclass(clean.operator_class, SparkSubmitOperator)
+    assert issubclass(clean.operator_class, ShipsPackage) and "py_files" not in clean.partial_kwargs
     assert clean.partial_kwargs["lakecleaner_config"] is None and clean.partial_kwargs["catalog_conn_id"] is None
     assert clean.upstream_task_ids == {"evaluate"} and clean.downstream_task_ids == {"summary", "announce"}
     # no pool of its own: at most cleaner.threads applications per run, one run at a time
@@ -133,6 +135,7 @@ def test_the_dag_has_the_expected_shape(parsed):
     # erasure requests (the forget param) run before evaluate; evaluate runs whatever they did
     forget = dag.task_dict["forget"]
     assert forget.operator_class is LakecleanerSubmitOperator and forget.upstream_task_ids == {"forget_requests"}
+    assert "application" not in forget.partial_kwargs and "py_files" not in forget.partial_kwargs
     assert evaluate.upstream_task_ids == {"forget"} and evaluate.trigger_rule == "all_done"
     assert params["forget"].value == [] and params["forget"].schema["items"] == {"type": "string"}  # request ids
     assert clean.partial_kwargs["on_failure_callback"]

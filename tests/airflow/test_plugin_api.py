@@ -323,7 +323,7 @@ def test_index_page_links_every_table_and_escapes_what_it_shows(client):
         assert "compaction.strategy=&#39;bogus&#39;" in page.text  # the reason, HTML-escaped
         assert 'class="small muted evaluated">Evaluated as of ' in page.text  # when the figures shown were computed
         assert page.text.count('class="badge b-uncleanable"') >= 1
-        assert f'href="{P}/dags/{SHOP_DAG}/docs/index.html"' in page.text
+        assert "/docs/index.html" not in page.text  # the DAG's page is its Data Docs' index
     dag_page = client.get(f"{P}/dags/{SHOP_DAG}/").text
     assert dag_page.count('<section class="dag"') == 1 and FLEET_DAG not in dag_page
     assert f'href="{P}/"' in dag_page  # back to every DAG
@@ -355,10 +355,10 @@ def test_table_page_charts_runs_and_links_validations_into_data_docs(client, cfg
     assert doc.status_code == 200 and "Great Expectations" in doc.text
     assert doc.headers["content-security-policy"].startswith("sandbox allow-scripts")
     assert client.get(f"{P}/dags/{SHOP_DAG}/docs/{fleet_page}").status_code == 404
-    from lakecleaner.core.quality_results import docs_dir
-
-    for dag_id, lake in ((SHOP_DAG, cfg), (FLEET_DAG, fleet_cfg)):
-        assert client.get(f"{P}/dags/{dag_id}/docs/").content == (docs_dir(lake) / "index.html").read_bytes()
+    for dag_id in (SHOP_DAG, FLEET_DAG):  # the site's index is the DAG's page, which lists every validation
+        for index in ("", "index.html", "validations/../index.html"):
+            resp = client.get(f"{P}/dags/{dag_id}/docs/{index}")
+            assert resp.status_code == 303 and resp.headers["location"] == f"{P}/dags/{dag_id}/", index
 
     prices = client.get(f"{P}/api/dags/{SHOP_DAG}/tables/{PRICES}").json()
     assert [r["status"] for r in prices["runs"]] == ["committed", "dry_run", "committed"]  # newest first
@@ -441,14 +441,19 @@ def test_the_table_lists_and_run_history_are_paginated_with_links(client):
     assert client.get(f"{api}/{ORDERS}", params={"size": 500}).status_code == 400
 
 
-def test_data_docs_never_serve_a_file_outside_their_directory(api_server, token, cfg, fleet_cfg):
-    from lakecleaner.core.quality_results import docs_dir
+def test_data_docs_never_serve_a_file_outside_their_directory(api_server, client, token, cfg, fleet_cfg):
+    from lakecleaner.core.quality_results import docs_location
+    from lakecleaner.core.state import local_path
+
+    def root(lake) -> Path:
+        return Path(local_path(docs_location(lake)))
 
     for lake in (cfg, fleet_cfg):
-        root = docs_dir(lake)
-        (root.parent / "secret.txt").write_text("outside the Data Docs")
-        (root / "escape.txt").symlink_to(root.parent / "secret.txt")
-        (root / "escape_dir").symlink_to(root.parent, target_is_directory=True)
+        (root(lake).parent / "secret.txt").write_text("outside the Data Docs")
+        (root(lake) / "escape.txt").symlink_to(root(lake).parent / "secret.txt")
+        (root(lake) / "escape_dir").symlink_to(root(lake).parent, target_is_directory=True)
+    pages = {dag_id: client.get(f"{P}/api/dags/{dag_id}/tables/{ORDERS}").json()["validations"][0]["docs_page"]
+             for dag_id in (SHOP_DAG, FLEET_DAG)}
 
     def raw_get(path: str) -> tuple[int, bytes]:
         """Sends the path exactly as written (HTTP clients would normalise dot segments)."""
@@ -463,12 +468,14 @@ def test_data_docs_never_serve_a_file_outside_their_directory(api_server, token,
         finally:
             conn.close()
 
-    others_docs = {this: os.path.relpath(docs_dir(other) / "index.html", docs_dir(lake))
-                   for this, lake, other in ((SHOP_DAG, cfg, fleet_cfg), (FLEET_DAG, fleet_cfg, cfg))}
+    # the other DAG's validation page, by dot segments from this one's site
+    others_docs = {this: os.path.relpath(root(other) / pages[other_id], root(lake))
+                   for this, lake, other, other_id in ((SHOP_DAG, cfg, fleet_cfg, FLEET_DAG),
+                                                       (FLEET_DAG, fleet_cfg, cfg, SHOP_DAG))}
     for dag_id in (SHOP_DAG, FLEET_DAG):
         docs = f"{P}/dags/{dag_id}/docs"
-        assert raw_get(f"{docs}/index.html")[0] == 200
-        assert raw_get(f"{docs}/validations/../index.html")[0] == 200  # stays inside: fine
+        assert raw_get(f"{docs}/{pages[dag_id]}")[0] == 200
+        assert raw_get(f"{docs}/validations/../{pages[dag_id]}")[0] == 200  # stays inside: fine
         for path in (f"{docs}/../secret.txt", f"{docs}/%2e%2e/secret.txt",
                      f"{docs}/%2E%2E%2Fsecret.txt", f"{docs}/..%2fsecret.txt",
                      f"{docs}/validations/../../secret.txt", f"{docs}/../../../../../../etc/passwd",
@@ -479,7 +486,7 @@ def test_data_docs_never_serve_a_file_outside_their_directory(api_server, token,
                      f"{docs}/escape_dir/secret.txt", f"{docs}/..",
                      # the other DAG's Data Docs, by dot segments from this one's, or by its route
                      f"{docs}/{others_docs[dag_id]}", f"{docs}/{others_docs[dag_id].replace('..', '%2e%2e')}",
-                     f"{docs}/../../../dags/{SHOP_DAG if dag_id == FLEET_DAG else FLEET_DAG}/docs/index.html"):
+                     f"{docs}/../../../dags/{SHOP_DAG if dag_id == FLEET_DAG else FLEET_DAG}/docs/{pages[dag_id]}"):
             code, body = raw_get(path)
             assert code == 404, (path, code, body[:200])
             assert b"outside the Data Docs" not in body and b"root:" not in body

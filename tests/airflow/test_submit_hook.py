@@ -1,7 +1,17 @@
 """The spark-submit command Airflow builds from the DAG's SparkSubmitOperator arguments carries the
 same Spark conf, jars and package as the one the CLI runs (both rendered by lakecleaner.core.submit).
-Airflow's own operator and hook build the command; nothing is submitted."""
+Airflow's own operator and hook build the command; nothing is submitted.
+
+In client deploy mode the package (--py-files) is built by the task that submits, in its own scratch
+space, when it runs: the arguments evaluate hands the mapped task (XCom) name no file, since that task
+may run on another machine, and nothing already on disk is trusted. In cluster deploy mode the code
+comes from code_uri and the task builds nothing."""
 from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
 
 import pytest
 from submit_argv import argv_options, zip_content
@@ -12,22 +22,50 @@ from lakecleaner.core.config import LakecleanerConfig, SparkConfig
 pytestmark = pytest.mark.airflow
 
 
-def test_airflow_submits_what_the_cli_submits(tmp_path):
-    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+def _submitted(operator, monkeypatch, seen: dict):
+    """Run ``operator.execute`` with the hook's submit replaced: the command it would run, and what
+    the package's directory looked like while it ran."""
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    def submit_(hook, application):
+        seen["argv"] = hook._build_spark_submit_command(application)
+        package = Path(argv_options(seen["argv"])[0]["--py-files"].split(",")[-1])
+        seen["package"], seen["content"] = package, zip_content(str(package))
+        seen["mode"] = stat.S_IMODE(package.parent.stat().st_mode)
+
+    monkeypatch.setattr(SparkSubmitHook, "submit", submit_)
+    operator.execute({})
+
+
+@pytest.fixture
+def scratch(tmp_path, monkeypatch):
+    """This task's own TMPDIR (tempfile reads it once: forget what it read)."""
+    path = tmp_path / "task-scratch"
+    path.mkdir()
+    monkeypatch.setenv("TMPDIR", str(path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    return path
+
+
+def test_airflow_submits_what_the_cli_submits(tmp_path, scratch, monkeypatch):
+    from lakecleaner.airflow.shipping import PackageShippingSparkSubmitOperator
 
     cfg = LakecleanerConfig(spark=SparkConfig(driver_memory="3g", conf={"spark.sql.shuffle.partitions": 4}))
     application = submit.job_path("clean.py")
     args = ["--config", "/etc/lakecleaner.yaml", "a.t"]
-    operator = SparkSubmitOperator(task_id="clean", conn_id="spark_default", application=application, name="a.t",
-                                   application_args=args, **submit.operator_options(cfg, tmp_path / "dag"))
-    built = operator._get_hook()._build_spark_submit_command(application)
-    airflow_flags, airflow_conf, airflow_rest = argv_options(built)
+    kwargs = submit.operator_options(cfg)
+    assert "py_files" not in kwargs  # evaluate's XCom names no file: the submitting task builds it
+    operator = PackageShippingSparkSubmitOperator(task_id="clean", conn_id="spark_default", application=application,
+                                                  name="a.t", application_args=args, **kwargs)
+    seen = {}
+    _submitted(operator, monkeypatch, seen)
+    airflow_flags, airflow_conf, airflow_rest = argv_options(seen["argv"])
     cli_flags, cli_conf, cli_rest = argv_options(
         submit.submit_command(cfg, "/etc/lakecleaner.yaml", "clean.py", ["a.t"], str(tmp_path / "cli")))
 
     assert airflow_conf == cli_conf and airflow_conf["spark.driver.memory"] == "3g"
     assert airflow_flags["--jars"] == cli_flags["--jars"] and "--packages" not in airflow_flags
-    assert zip_content(airflow_flags["--py-files"]) == zip_content(cli_flags["--py-files"])
+    assert seen["content"] == zip_content(cli_flags["--py-files"]) and airflow_flags["--py-files"] == str(seen["package"])
     assert airflow_rest == cli_rest == [application, *args]
     assert airflow_flags["--master"] == "local[2]"  # the connection's (tests/airflow/conftest.py), not the YAML's
 
@@ -94,7 +132,8 @@ def test_client_mode_runs_the_driver_in_the_task_with_this_workers_python_and_fi
     built, hook, options = submission(name)
     flags, conf, rest = argv_options(built)
     assert flags["--master"] == master and flags["--deploy-mode"] == "client"
-    assert flags["--py-files"].endswith(".zip") and flags["--py-files"].startswith("/")  # built on this worker
+    # no package named by the arguments (XCom): the submitting task builds it when it runs (below)
+    assert "py_files" not in options and "--py-files" not in flags
     assert rest[0] == submit.job_path("clean.py") and rest[1:3] == ["--config", rest[2]] and rest[2].endswith("lake.yaml")
     assert options["env_vars"]["PYSPARK_PYTHON"] and hook._env == options["env_vars"]  # spark-submit's own env
     assert "spark.sql.catalog.lake" not in conf and "spark.hadoop.fs.s3a.secret.key" not in conf
@@ -176,11 +215,12 @@ def test_what_cannot_work_is_refused_before_anything_is_submitted(submission, tm
         _submission(cfg, given, "clean.py", "spark_k8s_cluster", "/opt/lakecleaner", None)
 
 
-def test_the_private_properties_file_exists_for_the_client_mode_submission_only(submission, monkeypatch):
+def test_the_private_properties_file_and_the_package_exist_for_the_client_mode_submission_only(
+        submission, scratch, monkeypatch):
     """execute(): in client mode the catalog (the connection's password with it) and the secret
-    settings are in a 0600 file while spark-submit runs, gone after; in cluster mode there is none."""
-    import os
-
+    settings are in a 0600 file, and the package the task built is in a 0700 directory of its own
+    scratch space, while spark-submit runs, both gone after; in cluster mode there is neither (the
+    code comes from code_uri)."""
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
     from lakecleaner.airflow.operators import LakecleanerSubmitOperator
@@ -191,6 +231,10 @@ def test_the_private_properties_file_exists_for_the_client_mode_submission_only(
         path = hook._properties_file
         seen["file"] = (path, os.stat(path).st_mode & 0o777, open(path).read()) if path else None
         seen["cmd"] = hook._build_spark_submit_command(application)
+        seen["py_files"] = argv_options(seen["cmd"])[0].get("--py-files")
+        seen["scratch"] = sorted(os.listdir(scratch))
+        local = Path(seen["py_files"]) if seen["py_files"].startswith("/") else None
+        seen["package"] = (stat.S_IMODE(local.parent.stat().st_mode), zip_content(str(local))) if local else None
 
     monkeypatch.setattr(SparkSubmitHook, "submit", submit)
     for name in ("local", "k8s_cluster"):
@@ -205,6 +249,63 @@ def test_the_private_properties_file_exists_for_the_client_mode_submission_only(
             assert mode == 0o600 and SECRET in text and "s3cr3t-s3-on-the-worker" in text
             assert "spark.sql.catalog.lake.jdbc.password" in text and not os.path.exists(path)
             assert "--properties-file" in seen["cmd"] and operator.properties_file is None
+            package = Path(seen["py_files"])  # built by this task, in its own scratch space
+            assert package.is_relative_to(scratch) and package.name == "lakecleaner.zip"
+            mode, content = seen["package"]
+            assert mode == 0o700 and "lakecleaner/spark/jobs/clean.py" in content
+            assert len(seen["scratch"]) == 2  # the properties file's directory and the package's
+            assert not package.parent.exists() and operator.py_files is None  # gone with the submission
         else:
             assert seen["file"] is None and "--properties-file" not in seen["cmd"]
+            assert seen["py_files"] == f"{CODE_URI}/lakecleaner.zip" and seen["scratch"] == []  # nothing built
+            assert seen["package"] is None and operator.py_files == f"{CODE_URI}/lakecleaner.zip"
         assert not [a for a in seen["cmd"] if "s3cr3t" in a]
+        assert os.listdir(scratch) == []  # nothing left behind
+
+
+def test_the_submitting_task_builds_the_package_in_its_own_scratch_space(scratch, monkeypatch):
+    """Built while the task runs, in a private directory (0700) of the task's own TMPDIR, removed
+    when spark-submit returns; a zip planted where earlier versions kept theirs is not looked at."""
+    from lakecleaner.airflow.shipping import PackageShippingSparkSubmitOperator
+
+    monkeypatch.delenv("AIRFLOW_HOME", raising=False)
+    planted = Path(tempfile.gettempdir()) / "lakecleaner"
+    planted.mkdir()
+    for name in ("lakecleaner.zip", "lakecleaner-0000000000000000.zip"):
+        (planted / name).write_bytes(b"not the package")
+    operator = PackageShippingSparkSubmitOperator(task_id="clean", conn_id="spark_default",
+                                                  application=submit.job_path("clean.py"), py_files="/opt/extra.py",
+                                                  **submit.operator_options(LakecleanerConfig()))
+    seen = {}
+    _submitted(operator, monkeypatch, seen)
+    assert seen["package"].is_relative_to(scratch) and seen["package"].parent != planted
+    assert seen["mode"] == 0o700
+    assert "lakecleaner/core/scheduler.py" in seen["content"] and "lakecleaner/spark/jobs/clean.py" in seen["content"]
+    assert not [n for n in seen["content"] if n.startswith("lakecleaner/airflow/")]
+    assert operator.py_files == "/opt/extra.py"  # the operator's own files are kept (the package's path goes)
+    assert not seen["package"].parent.exists()  # gone with the task
+    assert sorted(os.listdir(scratch)) == ["lakecleaner"]  # only what was planted
+
+
+def test_the_dag_hands_its_mapped_tasks_no_package_path(tmp_path, monkeypatch):
+    """What evaluate returns in client mode (the mapped tasks' arguments, XCom; forget_requests builds
+    its own through the same _submission) names no package, and no file of the machine it ran on but
+    the deployment's config and job."""
+    import datetime as dt
+    from types import SimpleNamespace
+
+    from lakecleaner.airflow import dag as dag_module
+    from lakecleaner.core.scheduler import Application, Job
+
+    config = tmp_path / "lake.yaml"
+    config.write_text(f"catalog:\n  name: lake\n  type: hadoop\n  warehouse: {tmp_path / 'wh'}\n")
+    given, cfg = dag_module.catalog_and_config(str(config))
+    now = dt.datetime(2026, 11, 26, tzinfo=dt.timezone.utc)
+    context = {"dag_run": SimpleNamespace(run_id="manual__x", run_after=now), "logical_date": now,
+               "data_interval_start": now, "data_interval_end": now}
+    apps = [Application(0, (Job("a.t", 1, "dirty"),))]
+    shared, config_arg = dag_module._submission(cfg, given, "clean.py", "spark_default", None, None)
+    assert shared["deploy_mode"] == "client" and config_arg == str(config.resolve())
+    kwargs = dag_module._application_kwargs(cfg, apps, 1, None, {"dry_run": False}, context, shared, config_arg)
+    assert kwargs and all("py_files" not in k for k in kwargs)
+    assert str(tmp_path) not in repr(kwargs).replace(str(config.resolve()), "")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -61,6 +62,14 @@ def _persisted(spark) -> int:
     return spark.sparkContext._jsc.getPersistentRDDs().size()
 
 
+def _results_snapshots(spark, cfg) -> int:
+    from lakecleaner.core.quality_results import results_table
+    from lakecleaner.spark.quality import ensure_results_table
+
+    ensure_results_table(spark, cfg)
+    return spark.sql(f"SELECT count(*) AS n FROM {results_table(cfg)}.snapshots").collect()[0]["n"]
+
+
 def test_one_application_cleans_every_good_table_and_contains_each_broken_one(spark, lake_config, table_name):
     cfg, ns = lake_config, table_name.replace("t.", "b_")
     good = [f"{ns}.offsets", f"{ns}.stamps", f"{ns}.cdc"]
@@ -79,8 +88,11 @@ def test_one_application_cleans_every_good_table_and_contains_each_broken_one(sp
     order = (good[0], invalid, good[1], corrupt, breaking, good[2])
 
     lines: list[str] = []
+    results_commits = _results_snapshots(spark, cfg)
     outcomes = clean_tables(spark, cfg, BatchRequest(order, now, record_outcomes=True, report=f"batches/{ns}.json"),
                             emit=lines.append, workers=2)
+    # the three validations' results are kept in one commit of the results table, not one each
+    assert _results_snapshots(spark, cfg) == results_commits + 1
 
     assert [o.table for o in outcomes] == list(order)  # reported in the order asked, whatever finished first
     status = {o.table: (o.status, o.failed_step) for o in outcomes}
@@ -164,15 +176,23 @@ def test_the_cli_compacts_several_tables_in_one_application(config_file, spark, 
     assert f"ok   {tables[0]}: one record per key" in out.stdout
 
 
-def test_an_unreadable_quality_context_fails_validation_only(spark, lake_config, table_name, tmp_path):
-    """A corrupt great-expectations project file stops no compaction: each table is still compacted and
-    maintained, and its validation fails naming the problem."""
+def test_an_unreadable_quality_context_fails_validation_only(spark, lake_config, table_name, tmp_path, monkeypatch):
+    """A great-expectations context that cannot be opened (in the application's scratch space) stops
+    no compaction: each table is still compacted and maintained, and its validation fails naming the
+    problem."""
     from dataclasses import replace
 
+    import great_expectations as gx
+
+    def broken(**kwargs):
+        raise ValueError("config_version: not a number")
+
+    monkeypatch.setattr(gx, "get_context", broken)
+    scratch = tmp_path / "driver-tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", None)
     cfg = replace(lake_config, cleaner=replace(lake_config.cleaner, state_location=str(tmp_path / "state")))
-    gx_dir = tmp_path / "state" / "quality" / "gx"
-    gx_dir.mkdir(parents=True)
-    (gx_dir / "great_expectations.yml").write_text("config_version: [not, a, number\n")
     ref = _table(spark, cfg, table_name)
     now = int(time.time() * 1000)
     expected = _expected(spark, cfg, table_name, now)
@@ -181,3 +201,4 @@ def test_an_unreadable_quality_context_fails_validation_only(spark, lake_config,
     assert outcome.error.startswith(f"table {table_name}: the data-quality context cannot be opened")
     assert outcome.steps["compact"]["status"] == "committed" and "maintain" in outcome.steps
     assert outcome.cleaned and _ids(spark, ref) == expected
+    assert list(scratch.iterdir()) == []  # the context's scratch directory went all the same

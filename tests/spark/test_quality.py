@@ -196,20 +196,82 @@ def test_a_warn_rule_is_gx_severity_warning_and_does_not_fail_the_validation(spa
     critical), not a ``meta`` convention, and is read back from GX's result."""
     import dataclasses
 
-    import great_expectations as gx
-
-    from lakecleaner.core.quality_results import quality_root
+    from lakecleaner.spark.quality import QualitySuites
 
     FRESHNESS = "freshness (max.compaction.lag.ms)"
     cfg = dataclasses.replace(lake_config, quality=dataclasses.replace(lake_config.quality,
                                                                        severity={FRESHNESS: "warn"}))
     ref = create_compacted_table(spark, cfg, table_name, {"max.compaction.lag.ms": "1"})
     append(spark, ref, _rows(0, 3))
-    summary = validate_table(spark, cfg, table_name, now_ms=int(time.time() * 1000) + 60_000)  # no QualityError
+    with QualitySuites(cfg) as suites:  # the context lives in the application's scratch space until closed
+        summary = suites.validate(spark, table_name, now_ms=int(time.time() * 1000) + 60_000)  # no QualityError
+        suite = suites.ctx.suites.get(ref.short)
     fresh = next(r for r in summary["rules"] if r["rule"] == FRESHNESS)
     assert summary["success"] and summary["warnings"] == 1 and not fresh["success"] and fresh["severity"] == "warn"
     assert {r["severity"] for r in summary["rules"] if r["rule"] != FRESHNESS} == {"fail"}
-    suite = gx.get_context(mode="file", project_root_dir=str(quality_root(cfg))).suites.get(ref.short)
     levels = {e.meta["rule"]: (e.severity.value, tuple(e.meta)) for e in suite.expectations}
     assert levels[FRESHNESS] == ("warning", ("rule",))
     assert {v for k, v in levels.items() if k != FRESHNESS} == {("critical", ("rule",))}
+
+
+def test_results_go_to_their_table_and_data_docs_to_the_state_root_whatever_it_is(spark, lake_config, table_name,
+                                                                                  tmp_path, monkeypatch):
+    """The state root on a store reached only through FileIO (tests/memory_fileio.py stands for an
+    object store: no local path, no listing): the validation runs, its result is a row of the
+    quality_results table read back through pyiceberg, its Data Docs pages are copied under the
+    state root from the application's scratch space, and the scratch space is gone afterwards."""
+    import dataclasses
+    import os
+    import tempfile
+
+    from memory_fileio import STORE
+
+    STORE.clear()
+    scratch = tmp_path / "driver-tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    cfg = dataclasses.replace(
+        lake_config, catalog=dataclasses.replace(lake_config.catalog, pyiceberg_properties={
+            "py-io-impl": "memory_fileio.MemoryFileIO"}),
+        cleaner=dataclasses.replace(lake_config.cleaner, state_location="mem://bucket/lake/_lakecleaner"))
+    ref = create_compacted_table(spark, cfg, table_name)
+    append(spark, ref, _rows(0, 6))
+    compact_table(spark, cfg, table_name)
+    summary = validate_table(spark, cfg, table_name, run_name="on-the-store", interval_ms=0)
+    assert summary["success"], summary
+    from lakecleaner.core.quality_results import read_docs_file
+
+    (kept,) = list_results(cfg, ref.short)
+    assert {k: kept[k] for k in ("run_name", "now_ms", "success", "rules", "docs_page")} == {
+        k: summary[k] for k in ("run_name", "now_ms", "success", "rules", "docs_page")}
+    ns, name = ref.short.split(".")
+    assert kept["docs_page"].startswith(f"validations/{ns}/{name}/on-the-store/")
+    assert kept["docs"] == f"mem://bucket/lake/_lakecleaner/quality/docs/{kept['docs_page']}"
+    page = read_docs_file(cfg, kept["docs_page"])
+    assert page and b"Great Expectations" in page
+    published = {k.removeprefix("mem://bucket/lake/_lakecleaner/quality/docs/") for k in STORE if "/quality/docs/" in k}
+    assert kept["docs_page"] in published and f"expectations/{ns}/{name}.html" in published
+    assert "index.html" not in published and any(p.startswith("static/") for p in published)
+    assert os.listdir(scratch) == []  # the GX context and its site went with the application's scratch space
+    assert not (tmp_path / "wh").exists()
+
+
+def test_a_validation_answers_for_the_runs_since_the_previous_one_kept_or_not_yet_kept(spark, lake_config,
+                                                                                       table_name):
+    """The previous validation of a table is read from the results table once per application, and
+    one this application made (its results are appended when it closes) counts too."""
+    from lakecleaner.spark.quality import QualitySuites
+
+    ref = create_compacted_table(spark, lake_config, table_name)
+    append(spark, ref, _rows(0, 6))
+    compact_table(spark, lake_config, table_name)
+    now = int(time.time() * 1000)
+    validate_table(spark, lake_config, table_name, now_ms=now - 2000, run_name="kept", interval_ms=0)
+    with QualitySuites(lake_config) as suites:
+        assert suites._previous(spark, ref.short, now) == now - 2000  # from the table
+        suites.validate(spark, table_name, now_ms=now - 1000, run_name="pending", interval_ms=0)
+        assert suites._previous(spark, ref.short, now) == now - 1000  # this application's, not kept yet
+        assert suites._previous(spark, ref.short, now - 1000) == now - 2000
+        assert [r["run_name"] for r in list_results(lake_config, ref.short)] == ["kept"]
+    assert [r["run_name"] for r in list_results(lake_config, ref.short)] == ["pending", "kept"]

@@ -1,4 +1,5 @@
-"""The run history is maintained like any table: old rows deleted, small files rewritten."""
+"""The run history and the data-quality results are maintained like any table: old rows deleted
+(each table's newest result kept, with its Data Docs pages), small files rewritten."""
 import time
 
 import pytest
@@ -50,3 +51,40 @@ def test_started_at_is_the_runs_instant_whatever_the_drivers_time_zone(spark, la
     assert before_us <= stored["us"] <= after_us
     (row,) = read_history(lake_config, table_name)  # pyiceberg, as the DAG and the UI read it
     assert before_us <= round(row["started_at"].timestamp() * 1_000_000) <= after_us
+
+
+def test_quality_results_keep_the_retention_each_tables_newest_and_their_pages(spark, lake_config, table_name):
+    import datetime as dt
+
+    from lakecleaner.core.quality_results import list_results, read_docs_file
+    from lakecleaner.core.state import put_file
+    from lakecleaner.spark.housekeeping import maintain_quality_results
+    from lakecleaner.spark.quality import ensure_results_table, record_result
+
+    cfg = lake_config
+    other = f"{table_name}_other"
+    ensure_results_table(spark, cfg)
+    now = int(time.time() * 1000)
+    rows = [(table_name, "old", 50, "p-old"), (table_name, "rerun", 40, "p-shared"), (table_name, "rerun", 1, "p-shared"),
+            (table_name, "new", 0, "p-new"), (other, "only", 60, "p-only")]
+    for table, run, age_days, page in rows:
+        record_result(spark, cfg, {"table": table, "run_name": run, "now_ms": now - age_days * DAY_MS, "success": True,
+                                   "warnings": 0, "rules": [], "docs_page": f"validations/{page}.html"},
+                      f"validations/{page}-history.html")
+        for name in (page, f"{page}-history"):
+            put_file(cfg, f"quality/docs/validations/{name}.html", b"page")
+    recorded = dt.datetime.now(dt.timezone.utc)
+    # recorded_at is the wall clock of the write: make the old ones old
+    for table, _run, age_days, _ in rows:
+        if age_days > 30:
+            at = (recorded - dt.timedelta(days=age_days)).strftime("%Y-%m-%d %H:%M:%S")
+            spark.sql(f"UPDATE {cfg.catalog.name}.lakecleaner.quality_results SET recorded_at = TIMESTAMP '{at}' "
+                      f"WHERE table_name = '{table}' AND now_ms = {now - age_days * DAY_MS}")
+    out = maintain_quality_results(spark, cfg, now)
+    left = sorted((r["table"], r["run_name"], r["now_ms"]) for r in list_results(cfg, tables=[table_name, other]))
+    assert left == sorted([(table_name, "rerun", now - DAY_MS), (table_name, "new", now), (other, "only", now - 60 * DAY_MS)])
+    assert out["rows_deleted"] >= 2
+    pages = {p: read_docs_file(cfg, f"validations/{p}.html") is not None
+             for p in ("p-old", "p-old-history", "p-shared", "p-shared-history", "p-new", "p-only")}
+    assert pages == {"p-old": False, "p-old-history": False, "p-shared": True, "p-shared-history": True,
+                     "p-new": True, "p-only": True}  # a page a kept row names stays; a table's newest stays

@@ -2,7 +2,7 @@
 import pytest
 
 from lakecleaner.core.config import LONG_MAX
-from lakecleaner.airflow.dashboard import (FRESHNESS_RULE, MAX_PAGE_SIZE, TABLE_HISTORY_ROWS, Page, PageError, build_overview, build_table, docs_pages, run_point, valid_table_name, validation_point)
+from lakecleaner.airflow.dashboard import (FRESHNESS_RULE, MAX_PAGE_SIZE, TABLE_HISTORY_ROWS, Page, PageError, build_overview, build_table, run_point, valid_table_name, validation_point)
 
 
 def _ev(table, **kw):
@@ -91,16 +91,6 @@ def test_pages_cover_every_item_once_and_say_where_they_lead():
     for number, size in ((0, 3), (-1, 3), (1, 0), (1, MAX_PAGE_SIZE + 1)):
         with pytest.raises(PageError, match=f"page={number}, size={size}"):
             Page(number, size, 7)
-
-
-def test_docs_pages_finds_the_newest_validation_page_per_run(tmp_path):
-    for run, stamp in (("v1", "20260101T000000Z"), ("v1", "20260102T000000Z"), ("v2", "20260103T000000Z")):
-        page = tmp_path / "validations" / "t" / "a" / run / stamp / "batch.html"
-        page.parent.mkdir(parents=True)
-        page.write_text("x")
-    assert docs_pages(tmp_path, "t.a") == {"v1": "validations/t/a/v1/20260102T000000Z/batch.html",
-                                           "v2": "validations/t/a/v2/20260103T000000Z/batch.html"}
-    assert docs_pages(tmp_path, "t.none") == {}
 
 
 def _cfg(tmp_path):

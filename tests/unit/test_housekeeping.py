@@ -1,11 +1,11 @@
-"""The cleaner's own documents are pruned past their retention; each table's newest result stays."""
+"""The cleaner's own documents are pruned past their retention (the data-quality results, rows of
+their table now, are pruned by the Spark application: tests/spark/test_run_history_maintenance.py)."""
 import os
 import time
 from pathlib import Path
 
 from lakecleaner.core.config import CatalogConfig, CleanerConfig, LakecleanerConfig
 from lakecleaner.core.housekeeping import DAY_MS, prune_documents
-from lakecleaner.core.quality_results import list_results
 from lakecleaner.core.state import write_document
 
 
@@ -16,31 +16,20 @@ def _aged(cfg, name: str, days: float, doc: dict) -> Path:
     return path
 
 
-def test_old_documents_go_and_each_tables_newest_result_stays(tmp_path):
+def test_old_documents_go(tmp_path):
     cfg = LakecleanerConfig(catalog=CatalogConfig(warehouse=str(tmp_path / "wh")),
                             cleaner=CleanerConfig(own_files_retention_days=30))
     old_metrics = _aged(cfg, "metrics/1.json", 40, {"now_ms": 1})
     new_metrics = _aged(cfg, "metrics/2.json", 1, {"now_ms": 2})
     old_report = _aged(cfg, "batches/run1/app-0.json", 40, {})
-    _aged(cfg, "quality/results/a.t/r1.json", 50, {"table": "a.t", "now_ms": 1})
-    _aged(cfg, "quality/results/a.t/r2.json", 45, {"table": "a.t", "now_ms": 2})
-    _aged(cfg, "quality/results/b.t/r1.json", 40, {"table": "b.t", "now_ms": 1})
-    _aged(cfg, "quality/results/b.t/r2.json", 2, {"table": "b.t", "now_ms": 3})
+    # results earlier versions kept as files: no longer read, so none is kept for being a table's newest
+    legacy = [_aged(cfg, f"quality/results/{name}", days, {"table": "a.t", "now_ms": 1})
+              for name, days in (("a.t/r1.json", 50), ("a.t/r2.json", 45), ("b.t/r1.json", 40), ("b.t/r2.json", 2))]
     removed = prune_documents(cfg, int(time.time() * 1000))
     assert not old_metrics.exists() and new_metrics.exists() and not old_report.exists()
-    assert [r["now_ms"] for r in list_results(cfg, "a.t")] == [2]  # old, but a.t's newest: kept
-    assert [r["now_ms"] for r in list_results(cfg, "b.t")] == [3]
-    assert removed["metrics"] == 1 and removed["quality_results"] == 2 and removed["application_reports"] >= 1
+    assert [p.exists() for p in legacy] == [False, False, False, True]
+    assert removed["metrics"] == 1 and removed["quality_results"] == 3 and removed["application_reports"] >= 1
     assert DAY_MS == 86_400_000
-
-
-def test_pages_read_each_tables_newest_results_only(tmp_path):
-    cfg = LakecleanerConfig(catalog=CatalogConfig(warehouse=str(tmp_path / "wh")))
-    for i in range(5):
-        _aged(cfg, f"quality/results/a.t/r{i}.json", 5 - i, {"table": "a.t", "now_ms": i})
-    _aged(cfg, "quality/results/b.t/r0.json", 1, {"table": "b.t", "now_ms": 7})
-    assert [r["now_ms"] for r in list_results(cfg, per_table=1)] == [7, 4]
-    assert [r["now_ms"] for r in list_results(cfg, "a.t", per_table=2)] == [4, 3]
 
 
 def test_state_of_a_table_unlisted_for_the_retention_goes(tmp_path):

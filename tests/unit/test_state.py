@@ -124,16 +124,6 @@ def test_a_state_written_before_the_split_reads_as_it_was(cfg):
     assert os.path.exists(_state_dir(cfg) / "a.t.json")
 
 
-def test_one_empty_results_file_hides_only_that_run(cfg):
-    from lakecleaner.core.quality_results import list_results
-
-    write_document(cfg, "quality/results/a.t/run1.json", {"table": "a.t", "now_ms": 1, "success": True})
-    write_document(cfg, "quality/results/b.t/run1.json", {"table": "b.t", "now_ms": 2, "success": True})
-    (Path(cfg.state_root.removeprefix("file:")) / "quality" / "results" / "a.t" / "run2.json").write_text("")
-    assert [r["table"] for r in list_results(cfg)] == ["b.t", "a.t"]
-    assert [r["now_ms"] for r in list_results(cfg, "a.t")] == [1]
-
-
 @pytest.mark.parametrize("length", [200, 220, 240, 255])
 def test_a_table_name_near_the_limit_has_its_state_written_and_read(cfg, length):
     """Each document's name and its temporary name fit a file name (255 bytes); a long name keeps

@@ -3,6 +3,7 @@ SparkSubmitOperator arguments are one rendering; a job's result line is read bac
 No Airflow, no Spark (tests/airflow/test_submit_hook.py renders the DAG's arguments through Airflow)."""
 import datetime as dt
 import json
+import os
 import re
 import zipfile
 
@@ -27,17 +28,17 @@ def test_the_cli_command_and_the_dag_operator_options_are_one_rendering(name, tm
     cfg = CONFIGS[name]
     argv = submit.submit_command(cfg, "/etc/lakecleaner.yaml", "clean.py", ["a.t", "--now-ms", "1"],
                                  str(tmp_path / "cli"))
-    dag = submit.operator_options(cfg, tmp_path / "dag")
+    dag = submit.operator_options(cfg)
     flags, conf, rest = argv_options(argv)
 
     assert conf == dag["conf"] and conf  # spark.driver.memory included: the DAG passes it as --conf
     assert conf["spark.driver.memory"] == cfg.spark.driver_memory
     assert flags.get("--jars") == dag["jars"] and flags.get("--packages") == dag["packages"]
     assert (dag["jars"] is None) != (dag["packages"] is None)  # the Iceberg runtime, one way or the other
-    assert zip_content(flags["--py-files"]) == zip_content(dag["py_files"])
+    assert zip_content(flags["--py-files"])["lakecleaner/spark/jobs/clean.py"]  # the DAG's: built by its task
     assert rest == [submit.job_path("clean.py"), "--config", "/etc/lakecleaner.yaml", "a.t", "--now-ms", "1"]
     assert flags["--master"] == cfg.spark.master  # the DAG's master is the Airflow connection's
-    assert set(dag) == {"py_files", "jars", "packages", "conf", "env_vars"}
+    assert set(dag) == {"jars", "packages", "conf", "env_vars"}
 
 
 def test_catalog_secrets_stay_out_of_argv_and_xcom(tmp_path):
@@ -49,20 +50,24 @@ def test_catalog_secrets_stay_out_of_argv_and_xcom(tmp_path):
         type="rest", warehouse="s3://bucket/wh", properties={"uri": "http://cat", "token": "s3cr3t-token"},
         spark_properties={"jdbc.password": "s3cr3t-pw", "credential": "id:s3cr3t-cred"}))
     assert "s3cr3t-token" in json.dumps(spark_conf(cfg))  # the job's own session still gets them
-    shared = submit.operator_options(cfg, tmp_path)
+    shared = submit.operator_options(cfg)
     argv = submit.submit_command(cfg, "/etc/lakecleaner.yaml", "clean.py", ["a.t"], str(tmp_path))
     for exposed in (json.dumps(shared), " ".join(argv)):
         assert "s3cr3t" not in exposed and "spark.sql.catalog.lake" not in exposed
     assert all(re.search(REDACTION, key) for key in ("spark.sql.catalog.lake.token", "x.credential", "jdbc.password"))
 
 
-def test_the_package_zip_is_named_after_its_content_and_rebuilt_in_place(tmp_path):
-    first = submit.ship_package(tmp_path / "pkg")
-    second = submit.ship_package(tmp_path / "pkg")
-    assert first == second and first.endswith(".zip")
-    assert [p.name for p in (tmp_path / "pkg").iterdir()] == [first.rsplit("/", 1)[1]]  # no leftovers
-    with zipfile.ZipFile(first) as zf:
-        names = zf.namelist()
+def test_the_package_is_built_privately_and_removed_afterwards(tmp_path, monkeypatch):
+    import stat
+    import tempfile
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    with submit.built_package() as first:
+        assert stat.S_IMODE(os.stat(os.path.dirname(first)).st_mode) == 0o700
+        with zipfile.ZipFile(first) as zf:
+            names = zf.namelist()
+    assert first.startswith(str(tmp_path)) and os.listdir(tmp_path) == []  # no leftovers
     # what executors run (the core and the Spark layer), never the Airflow face
     assert {"lakecleaner/__init__.py", "lakecleaner/core/scheduler.py", "lakecleaner/spark/engine.py",
             "lakecleaner/spark/jobs/clean.py"} <= set(names)
@@ -104,7 +109,7 @@ def test_secret_spark_settings_stay_out_of_argv_and_xcom(tmp_path):
               "spark.executorEnv.DB_URL": "jdbc:postgresql://db/x?password=s3cr3t-url"}
     cfg = LakecleanerConfig(spark=SparkConfig(conf={**secret, "spark.sql.shuffle.partitions": 4}))
     assert all(k in spark_conf(cfg) for k in secret)  # the job's own session gets them
-    shared = submit.operator_options(cfg, tmp_path)
+    shared = submit.operator_options(cfg)
     argv = submit.submit_command(cfg, "/etc/lakecleaner.yaml", "clean.py", ["a.t"], str(tmp_path))
     for exposed in (json.dumps(shared), " ".join(argv)):
         assert "s3cr3t" not in exposed and "AKIA" not in exposed

@@ -16,13 +16,15 @@ Parsing does no I/O: the config, the connections, the warehouse and the Iceberg 
 tasks when the run starts. What the factory does not get as an argument comes from the ``[lakecleaner]``
 section of airflow.cfg (lakecleaner.airflow.provider.OPTIONS), read when the DAG file is parsed
 (``schedule``, ``pool``, ``spark_conn_id``) or when a task runs (``config``, ``catalog_conn_id``,
-``package_dir``, ``code_uri``, ``config_uri``).
+``code_uri``, ``config_uri``).
 
 - The catalog may come from an Airflow connection (``catalog_conn_id``), merged over the YAML's catalog
   section by every task (lakecleaner.airflow.catalog); the Spark applications get it, with the secret
   Spark settings, in a private properties file (lakecleaner.airflow.operators), never as arguments.
-- The Spark connection's master and deploy mode decide each submission: client mode ships the package
-  built on the worker; cluster mode on YARN or Kubernetes names only what the cluster reads
+- The Spark connection's master and deploy mode decide each submission: in client mode each
+  ``clean``/``forget`` task builds the package Spark needs (``--py-files``) itself, in its own scratch
+  space, when it runs (lakecleaner.airflow.shipping: the mapped arguments name no file of the machine
+  that computed them); cluster mode on YARN or Kubernetes names only what the cluster reads
   (``code_uri``, ``config_uri``: lakecleaner.core.cluster).
 
 - The run's "now" is its data interval end (a backfill re-applies the policy as of each interval; a
@@ -45,7 +47,6 @@ import copy
 import functools
 import logging
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -104,14 +105,6 @@ def catalog_and_config(config: str | None, catalog_conn_id: str | None = None):
 
 def _load(config: str | None, catalog_conn_id: str | None = None) -> LakecleanerConfig:
     return catalog_and_config(config, catalog_conn_id)[1]
-
-
-def _package_dir() -> Path:
-    """Where this worker builds the --py-files zip: [lakecleaner] package_dir, else $AIRFLOW_HOME/lakecleaner."""
-    base = setting("package_dir")
-    if base:
-        return Path(base)
-    return Path(os.environ.get("AIRFLOW_HOME") or tempfile.gettempdir()) / "lakecleaner"
 
 
 def _now_ms(context) -> int:
@@ -195,7 +188,8 @@ def lakecleaner_dag(dag_id: str = "lakecleaner", config: str | os.PathLike | Non
          tags=[TAG, "iceberg", "spark", *tags], default_args=dag_kwargs.pop("default_args", {"retries": 0}),
          params=copy.deepcopy(PARAMS), **dag_kwargs)  # each DAG its own Param objects
     def lakecleaner():
-        # the application, like the rest of the submission, is the mapped arguments': it depends on the deploy mode
+        # the application, like the rest of the submission, is the mapped arguments': it depends on the deploy
+        # mode. The operator writes the private properties file and, in client mode, builds the package it ships.
         forget = LakecleanerSubmitOperator.partial(task_id="forget", **submit)
         clean = LakecleanerSubmitOperator.partial(
             task_id="clean", **submit,
@@ -288,9 +282,10 @@ def evaluate(config: str | None, schedule: str | None, params=None, catalog_conn
 def _submission(cfg: LakecleanerConfig, given, job: str, spark_conn_id: str | None, code_uri: str | None,
                 config_uri: str | None) -> tuple[dict, str]:
     """The SparkSubmitOperator arguments of ``job`` (all but its application arguments) and its --config
-    argument, for the Spark connection's master and deploy mode: client mode ships the package built
-    here and names this worker's config; cluster mode (YARN, Kubernetes) names only what the cluster
-    reads (lakecleaner.core.cluster)."""
+    argument, for the Spark connection's master and deploy mode: client mode names the config and the
+    job by their paths in the deployment and no package (the submitting task builds the one it ships:
+    lakecleaner.airflow.shipping); cluster mode (YARN, Kubernetes) names only what the cluster reads
+    (lakecleaner.core.cluster)."""
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
     from lakecleaner.core.cluster import SparkTarget, SubmitError, cluster_options, config_reference
@@ -299,7 +294,7 @@ def _submission(cfg: LakecleanerConfig, given, job: str, spark_conn_id: str | No
     try:
         target = SparkTarget(connection["master"], connection["deploy_mode"]).check()
         if not target.cluster:
-            return ({"application": job_path(job), **operator_options(cfg, _package_dir()), "deploy_mode": "client"},
+            return ({"application": job_path(job), **operator_options(cfg), "deploy_mode": "client"},
                     str(Path(cfg.source).resolve()))
         options, needed = cluster_options(cfg, code_uri or setting("code_uri") or None, job, given)
         config_arg = config_reference(cfg, config_uri or setting("config_uri") or None)

@@ -3,7 +3,7 @@ FastAPI, no HTML here.
 
 The ``build_*`` functions are pure: they assemble the view model from what the package already
 records (the evaluate task's last evaluation, ``scheduler.last_evaluation``; ``history.read_history``,
-``quality.list_results``, ``state.StateStore``). The ``load_*`` functions read those records for one
+``quality_results.list_results``, ``state.StateStore``). The ``load_*`` functions read those records for one
 request, one page at a time: a request never evaluates a table nor reads a table's metadata.
 
 Figures and what they mean (the charts say the same in their captions):
@@ -24,7 +24,6 @@ import math
 import re
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from lakecleaner.core.config import LONG_MAX, LakecleanerConfig
@@ -241,15 +240,16 @@ def evaluated(rec) -> dict:
 
 
 def _quality(cfg: LakecleanerConfig, tables: list[str], per_table: int) -> tuple[list[dict], dict[str, dict]]:
-    """The tables' newest validations and their Data Docs pages ([] without a local results directory)."""
-    from lakecleaner.core.quality_results import docs_dir, list_results
+    """The tables' newest validations (one bounded read of the results table) and, per table, each
+    validation's Data Docs page (run_name -> page, relative to the site)."""
+    from lakecleaner.core.quality_results import list_results
 
-    try:
-        root = docs_dir(cfg)
-        results = [r for t in tables for r in list_results(cfg, t, per_table=per_table)]
-    except ValueError:  # quality results need a local directory; none configured
-        return [], {}
-    return results, {t: docs_pages(root, t) for t in tables if valid_table_name(t)}
+    results = list_results(cfg, tables=tables, per_table=per_table) if tables else []
+    pages: dict[str, dict[str, str]] = {t: {} for t in tables}
+    for r in reversed(results):  # newest last: a run name validated twice shows its newest page
+        if r.get("docs_page"):
+            pages.setdefault(r["table"], {})[r["run_name"]] = r["docs_page"]
+    return results, pages
 
 
 def load_overview(cfg: LakecleanerConfig, page: int = 1, size: int | None = None,
@@ -270,21 +270,6 @@ def load_overview(cfg: LakecleanerConfig, page: int = 1, size: int | None = None
     results, pages = _quality(cfg, tables, 1)
     return {"evaluation": evaluated(rec), "page": pg.as_dict(),
             "tables": build_overview(shown, history, results, _states(cfg, tables), pages)}
-
-
-def docs_pages(docs_root: Path, table: str) -> dict[str, str]:
-    """run_name -> the newest Data Docs validation page of ``table`` for that run, relative to the
-    Data Docs site (GX writes validations/<namespace>/<table>/<run_name>/<run_time>/<batch>.html)."""
-    ns, name = table.split(".")
-    base = docs_root / "validations" / ns / name
-    out: dict[str, str] = {}
-    if not base.is_dir():
-        return out
-    for run_dir in base.iterdir():
-        pages = sorted(run_dir.glob("*/*.html")) if run_dir.is_dir() else []
-        if pages:
-            out[run_dir.name] = pages[-1].relative_to(docs_root).as_posix()
-    return out
 
 
 class UnknownTable(LookupError):

@@ -23,7 +23,8 @@ Mounted by the API server at ``/lakecleaner`` (``fastapi_apps``):
                                                      each DAG's first page of tables (``?size=M``)
     /lakecleaner/dags/{dag_id}/                      one DAG's compacted tables (paginated)
     /lakecleaner/dags/{dag_id}/tables/{ns.table}     one table: charts, runs (paginated), validations
-    /lakecleaner/dags/{dag_id}/docs/{path}           that DAG's GX Data Docs site (files inside it only)
+    /lakecleaner/dags/{dag_id}/docs/{path}           that DAG's GX Data Docs site under its state root (files
+                                                     inside it only; its index.html: the DAG's page)
     /lakecleaner/api/dags                            the grouped index as JSON
     /lakecleaner/api/dags/{dag_id}/tables[/{table}]  the DAG's list and a table as JSON (same parameters)
     /lakecleaner/ti/{dag_id}/{run}/{task}/{map_index}
@@ -45,6 +46,7 @@ from __future__ import annotations
 
 import logging
 import math
+import mimetypes
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -53,7 +55,7 @@ from urllib.parse import quote
 import jinja2
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.exception_handlers import http_exception_handler
-from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -404,9 +406,9 @@ async def _html_errors(request: Request, exc: StarletteHTTPException):
 
 
 def _docs_link(request: Request, dag_id: str, q: dict | None) -> str | None:
-    if not q:
+    if not q or not q.get("docs_page"):
         return None
-    return _path(request, "docs", dag_id=dag_id, path=q.get("docs_page") or "index.html")
+    return _path(request, "docs", dag_id=dag_id, path=q["docs_page"])
 
 
 def _listing(request: Request, group: dict, dag_page: bool) -> dict:
@@ -416,8 +418,7 @@ def _listing(request: Request, group: dict, dag_page: bool) -> dict:
 
     dag_id = group["dag_id"]
     out = {**group, "href": _path(request, "dag_page", dag_id=dag_id),
-           "json_href": _path(request, "api_dag_tables", dag_id=dag_id),
-           "docs_href": _path(request, "docs", dag_id=dag_id, path="index.html")}
+           "json_href": _path(request, "api_dag_tables", dag_id=dag_id)}
     if group.get("error") is None:
         for row in group["tables"]:  # a listed name the pages refuse (not an identifier) gets no link
             row["href"] = (_path(request, "table_page", dag_id=dag_id, table=row["table"])
@@ -472,25 +473,28 @@ DOCS_CSP = "sandbox allow-scripts allow-popups allow-popups-to-escape-sandbox; f
 
 
 @app.get("/dags/{dag_id}/docs/{path:path}", name="docs", dependencies=[can_read_dag])
-def docs(dag_id: str, path: str):
-    """A file of the DAG's Data Docs site (under its config's state root), never anything outside
-    it (``..``, encoded or not, absolute paths and symlinks leading out are all refused with 404)."""
-    from lakecleaner.core.quality_results import docs_dir
+def docs(request: Request, dag_id: str, path: str):
+    """A file of the DAG's Data Docs site (``<state root>/quality/docs``, read through pyiceberg's
+    FileIO), never anything outside it (``..``, encoded or not, absolute paths and, under a local
+    state root, symlinks leading out are all refused with 404). The site's index is the DAG's
+    page: its tables' validations, each linking its page."""
+    from lakecleaner.core.quality_results import DOCS_INDEX, docs_page_name, read_docs_file
 
     cfg = _config(_lake(dag_id))
-    try:
-        root = docs_dir(cfg).resolve()
-    except ValueError as exc:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
     if path == "" or path.endswith("/"):
-        path += "index.html"
-    if "\x00" in path or "\\" in path or Path(path).is_absolute():
+        path += DOCS_INDEX
+    if docs_page_name(path) == DOCS_INDEX:
+        return RedirectResponse(_path(request, "dag_page", dag_id=dag_id), status_code=status.HTTP_303_SEE_OTHER)
+    try:
+        data = read_docs_file(cfg, path)
+    except (OSError, ValueError) as exc:
+        log.warning("lakecleaner: DAG %s: cannot read its Data Docs file %r: %s", dag_id, path, exc)
+        data = None
+    if data is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "not found")
-    target = (root / path).resolve()
-    if not target.is_relative_to(root) or not target.is_file():
-        raise HTTPException(status.HTTP_404_NOT_FOUND, "not found")
-    return FileResponse(target, headers={"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store",
-                                         "Content-Security-Policy": DOCS_CSP})
+    media_type = mimetypes.guess_type(path)[0] or "application/octet-stream"
+    return Response(data, media_type=media_type, headers={
+        "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store", "Content-Security-Policy": DOCS_CSP})
 
 
 @app.get("/ti/{dag_id}/{run_id}/{task_id}/{map_index}", name="task_instance",

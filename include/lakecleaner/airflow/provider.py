@@ -54,9 +54,6 @@ OPTIONS = (
            "(e.g. a Kubernetes secret mounted with spark.kubernetes.driver.secrets.<name>), for a DAG built without "
            "config_uri=. Empty: the worker's config goes to the driver inline, as an application argument, and "
            "must then write no secret out (only ${NAME}s, which the driver resolves from its environment)."),
-    Option("package_dir", "string", "", "/opt/airflow/lakecleaner-packages",
-           "Where a worker builds the --py-files zip of the package that spark-submit ships to the driver and "
-           "executors (empty: $AIRFLOW_HOME/lakecleaner). Local to the worker that submits."),
 )
 OPTION_DEFAULTS = {o.name: o.default for o in OPTIONS}
 

@@ -1,10 +1,11 @@
 """The cleaner's own files and tables, kept to a bounded size like any table it cleans.
 
-Without this, every interval adds an application report per application, a
-data-quality result and a GX validation (and its Data Docs page) per table, and a run-history row
-(a small data file, a snapshot) per table: they grow without end, and so do the pages that read
-them. Everything older than ``cleaner.own_files_retention_days`` goes, except each table's newest
-data-quality result; the run history is maintained once a day: old rows deleted, small files
+Without this, every interval adds an application report per application, a run-history row and a
+data-quality result (small data files, a snapshot each) and a Data Docs page per table: they grow
+without end, and so do the pages that read them. Everything older than
+``cleaner.own_files_retention_days`` goes: documents here (``prune_documents``, after each run), the
+run history and the data-quality results once a day with the Data Docs pages of the results that go,
+except each table's newest result (lakecleaner.spark.housekeeping): old rows deleted, small files
 rewritten, old snapshots expired.
 """
 from __future__ import annotations
@@ -32,11 +33,13 @@ def retention_cutoff_ms(cfg: LakecleanerConfig, now_ms: int) -> int:
 def prune_documents(cfg: LakecleanerConfig, now_ms: int, listed_tables: Iterable[str] | None = None) -> dict[str, int]:
     """Delete the cleaner's documents older than the retention (by modification time): the per-run
     metrics documents earlier versions wrote (metrics now go to Airflow's Stats), application
-    reports, data-quality results (each table's newest kept), GX's stored validations with
-    their Data Docs pages and, given the run's full listing of compacted tables, the state of
-    tables of this deployment's namespaces no longer in it. Returns how many of each went. A
-    symbolic link below the state root is neither followed nor removed: what it points at is not
-    the cleaner's. Object-store state roots are left to the store's lifecycle rules."""
+    reports, the data-quality results earlier versions kept as files (results are rows of the
+    quality_results table now, which lakecleaner.spark.housekeeping keeps bounded, with their Data
+    Docs pages), the GX store and Data Docs pages earlier versions kept under ``quality/gx`` and, given
+    the run's full listing of compacted tables, the state of tables of this deployment's namespaces
+    no longer in it. Returns how many of each went. A symbolic link below the state root is neither
+    followed nor removed: what it points at is not the cleaner's. Object-store state roots are left
+    to the store's lifecycle rules (FileIO lists no directory)."""
     root = local_path(cfg.state_root)
     if root is None:
         return {}
@@ -49,14 +52,8 @@ def prune_documents(cfg: LakecleanerConfig, now_ms: int, listed_tables: Iterable
         "validations": _remove_older(base, gx / "uncommitted" / "validations", "**/*.json", cutoff_s),
         "data_docs_pages": _remove_older(base, gx / "uncommitted" / "data_docs" / "local_site" / "validations",
                                          "**/*.html", cutoff_s),
-        "quality_results": 0,
+        "quality_results": _remove_older(base, base / "quality" / "results", "*/*.json", cutoff_s),
     }
-    for table_dir in _entries(base, base / "quality" / "results", "*"):
-        newest_first = sorted(_entries(base, table_dir, "*.json"), key=_mtime, reverse=True)
-        for path in newest_first[1:]:
-            if _mtime(path) < cutoff_s:
-                path.unlink(missing_ok=True)
-                removed["quality_results"] += 1
     try:  # last, and on its own: a fault here must not stop the pruning above, run after run
         removed["state_of_unlisted_tables"] = _remove_unlisted_state(cfg, base, listed_tables, now_ms)
     except Exception as exc:  # noqa: BLE001 - housekeeping never decides a run

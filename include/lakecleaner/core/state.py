@@ -286,3 +286,52 @@ def read_document(cfg: LakecleanerConfig, name: str) -> dict | None:
         return None
     with inp.open() as fh:
         return json.loads(fh.read())
+
+
+# ---------------------------------------------------------------- other files under the state root
+# Files that are not documents (the Data Docs site's pages, styles and images) are read, written and
+# deleted through pyiceberg's FileIO whatever the state root is (a local path, file:, s3:...), with
+# the catalog's properties (its credentials): the one storage every lakecleaner process reaches.
+def state_location(cfg: LakecleanerConfig, name: str) -> str:
+    """Where the file ``name`` (a relative path, checked) lives under the state root."""
+    return f"{cfg.state_root}/{_checked_name(name)}"
+
+
+def _file_io(cfg: LakecleanerConfig, location: str):
+    from pyiceberg.io import load_file_io
+
+    return load_file_io(cfg.catalog.pyiceberg_properties_resolved(), location)
+
+
+def put_file(cfg: LakecleanerConfig, name: str, data: bytes) -> str:
+    """Write (or replace) the file ``name`` under the state root; returns its location."""
+    location = state_location(cfg, name)
+    with _file_io(cfg, location).new_output(location).create(overwrite=True) as fh:
+        fh.write(data)
+    return location
+
+
+def get_file(cfg: LakecleanerConfig, name: str) -> bytes | None:
+    """The bytes of the file ``name`` under the state root; None if there is none."""
+    location = state_location(cfg, name)
+    try:
+        with _file_io(cfg, location).new_input(location).open() as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return None
+
+
+def file_size(cfg: LakecleanerConfig, name: str) -> int | None:
+    """The size of the file ``name`` under the state root; None if there is none."""
+    location = state_location(cfg, name)
+    inp = _file_io(cfg, location).new_input(location)
+    return len(inp) if inp.exists() else None
+
+
+def delete_file(cfg: LakecleanerConfig, name: str) -> None:
+    """Delete the file ``name`` under the state root (nothing if it is gone already)."""
+    location = state_location(cfg, name)
+    try:
+        _file_io(cfg, location).delete(location)
+    except FileNotFoundError:
+        pass

@@ -4,16 +4,17 @@ and the line a job prints per table for whoever submitted it (the result marker)
 """
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
 import sys
 import tempfile
 import zipfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
+from typing import Iterator
 
 from lakecleaner.core.config import LakecleanerConfig
 from lakecleaner.core.sparkconf import is_secret, spark_conf
@@ -70,19 +71,13 @@ def package_zip(dest_dir: str | os.PathLike) -> str:
     return str(dest)
 
 
-def ship_package(dest_dir: str | os.PathLike) -> str:
-    """The lakecleaner package as a --py-files zip in ``dest_dir``, named after its content
-    (``lakecleaner-<sha>.zip``) and moved into place atomically: a job already submitted with an older
-    zip keeps reading it, and concurrent runs never see a half-written file."""
-    dest = Path(dest_dir)
-    dest.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=dest, prefix=".build-") as tmp:
-        built = Path(package_zip(tmp))
-        digest = hashlib.sha256(built.read_bytes()).hexdigest()[:16]
-        final = dest / f"lakecleaner-{digest}.zip"
-        if not final.exists():
-            os.replace(built, final)
-    return str(final)
+@contextmanager
+def built_package() -> Iterator[str]:
+    """The package zip (package_zip) built afresh in a private directory (0700, a random name) of
+    this process's own scratch space (tempfile: $TMPDIR), removed on exit. Whoever submits builds it
+    for the submission: no file another task, machine or user may have left is trusted."""
+    with tempfile.TemporaryDirectory(prefix="lakecleaner-package-") as private:
+        yield package_zip(private)
 
 
 # ---------------------------------------------------------------- the options, rendered twice
@@ -109,11 +104,12 @@ def secret_conf(cfg: LakecleanerConfig) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class SubmitOptions:
-    """What every lakecleaner spark-submit carries, whoever submits: the package zip (--py-files),
-    the Iceberg runtime and the config's extras (--jars, --packages: see sparkconf.jars_and_packages)
-    and the rest of the Spark conf (spark.driver.memory included; never the catalog's)."""
+    """What every lakecleaner spark-submit carries, whoever submits: the package zip (--py-files;
+    None where the submitting task builds it itself: lakecleaner.airflow.shipping), the Iceberg
+    runtime and the config's extras (--jars, --packages: see sparkconf.jars_and_packages) and the
+    rest of the Spark conf (spark.driver.memory included; never the catalog's)."""
 
-    py_files: str
+    py_files: str | None
     conf: dict[str, str] = field(default_factory=dict)
     jars: str | None = None
     packages: str | None = None
@@ -121,7 +117,8 @@ class SubmitOptions:
     def command(self, master: str, name: str, application: str, args: list[str]) -> list[str]:
         """The spark-submit command line (the CLI's). spark.driver.memory goes as --driver-memory."""
         conf = dict(self.conf)
-        cmd = [spark_submit_binary(), "--master", master, "--name", name, "--py-files", self.py_files]
+        cmd = [spark_submit_binary(), "--master", master, "--name", name]
+        cmd += ["--py-files", self.py_files] if self.py_files else []
         cmd += ["--jars", self.jars] if self.jars else []
         cmd += ["--packages", self.packages] if self.packages else []
         cmd += ["--driver-memory", conf.pop("spark.driver.memory")]
@@ -134,13 +131,14 @@ class SubmitOptions:
         spark-submit's launcher reads it from --conf in client mode, and cluster managers honour it in
         cluster mode. The master is not here: it comes from the Airflow connection (spark_default),
         not from the YAML's spark.master."""
-        return {"py_files": self.py_files, "jars": self.jars, "packages": self.packages, "conf": dict(self.conf),
+        return {**({"py_files": self.py_files} if self.py_files else {}),
+                "jars": self.jars, "packages": self.packages, "conf": dict(self.conf),
                 # the driver's Python must have the package's dependencies (pyspark, pyyaml): default to ours
                 "env_vars": {"PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON") or sys.executable}}
 
 
-def submit_options(cfg: LakecleanerConfig, py_files: str) -> SubmitOptions:
-    """The options of every job of this config, shipping ``py_files``."""
+def submit_options(cfg: LakecleanerConfig, py_files: str | None) -> SubmitOptions:
+    """The options of every job of this config, shipping ``py_files`` (None: no --py-files here)."""
     conf = submit_conf(cfg)
     jars, packages = conf.pop("spark.jars", None), conf.pop("spark.jars.packages", None)
     return SubmitOptions(py_files, conf, jars, packages)
@@ -153,7 +151,8 @@ def submit_command(cfg: LakecleanerConfig, config_path: str, job: str, job_args:
                            ["--config", config_path, *job_args])
 
 
-def operator_options(cfg: LakecleanerConfig, package_dir: str | os.PathLike) -> dict:
-    """SparkSubmitOperator arguments shared by every lakecleaner job, resolved at run time, the
-    package shipped to ``package_dir`` (see ship_package)."""
-    return submit_options(cfg, ship_package(package_dir)).operator_kwargs()
+def operator_options(cfg: LakecleanerConfig) -> dict:
+    """SparkSubmitOperator arguments shared by every lakecleaner job, resolved at run time. No
+    package path: the task that submits builds the package itself (lakecleaner.airflow.shipping),
+    so these arguments (XCom of a mapped task) name no file of the machine that computed them."""
+    return submit_options(cfg, None).operator_kwargs()

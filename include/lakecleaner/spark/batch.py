@@ -100,8 +100,9 @@ def clean_tables(spark, cfg: LakecleanerConfig, request: BatchRequest,
         if suites is not None:
             try:
                 suites.close()
-            except Exception as exc:  # noqa: BLE001 - the results are kept; only the rendered pages are stale
-                emit(f"lakecleaner: could not rebuild Data Docs: {type(exc).__name__}: {exc}")
+            except Exception as exc:  # noqa: BLE001 - the tables' outcomes (and validation summaries) are reported
+                emit(f"lakecleaner: could not keep the data-quality results or publish Data Docs: "
+                     f"{type(exc).__name__}: {exc}")
         run.finish()
         if codegen_off:  # leave the caller's session as it was
             for key in SMALL_TABLE_CONF:
@@ -375,16 +376,18 @@ def parser(prog: str) -> argparse.ArgumentParser:
 
 
 def _maintain_own_tables(spark, cfg: LakecleanerConfig, now_ms: int, emit) -> None:
-    """Once a day, the scheduler's application that ends first maintains the run history."""
-    from lakecleaner.spark.housekeeping import maintain_run_history
+    """Once a day, the scheduler's application that ends first maintains the run history and the
+    data-quality results (with their Data Docs pages)."""
+    from lakecleaner.spark.housekeeping import maintain_quality_results, maintain_run_history
     from lakecleaner.core.housekeeping import run_history_due
 
     if not run_history_due(cfg, now_ms):
         return
-    try:
-        emit(f"lakecleaner: run history maintained: {maintain_run_history(spark, cfg, now_ms)}")
-    except Exception as exc:  # noqa: BLE001 - another application may be at it; tomorrow again
-        emit(f"lakecleaner: could not maintain the run history: {type(exc).__name__}: {str(exc)[:300]}")
+    for what, maintain in (("data-quality results", maintain_quality_results), ("run history", maintain_run_history)):
+        try:  # the run history last: it records that the day's maintenance was done
+            emit(f"lakecleaner: {what} maintained: {maintain(spark, cfg, now_ms)}")
+        except Exception as exc:  # noqa: BLE001 - another application may be at it; tomorrow again
+            emit(f"lakecleaner: could not maintain the {what}: {type(exc).__name__}: {str(exc)[:300]}")
 
 
 def job_main(steps: tuple[str, ...], argv: list[str] | None = None) -> int:

@@ -1,5 +1,6 @@
 """Writing the run history (<catalog>.<meta namespace>.run_history), from the Spark application that
-ran the run; reading it needs no Spark (lakecleaner.core.history)."""
+ran the run; reading it needs no Spark (lakecleaner.core.history). The cleaner's own tables are created
+here (``ensure_own_table``)."""
 from __future__ import annotations
 
 import json
@@ -15,18 +16,23 @@ log = logging.getLogger("lakecleaner")
 
 
 def ensure_history_table(spark, cfg: LakecleanerConfig) -> None:
-    """Create the run history table, or add the columns a table from an earlier version lacks
-    (Iceberg adds columns in metadata only; old rows read them as null)."""
+    """Create the run history table, or add the columns a table from an earlier version lacks."""
+    ensure_own_table(spark, cfg, cfg.history_table, HISTORY_SCHEMA)
+
+
+def ensure_own_table(spark, cfg: LakecleanerConfig, table: str, schema: str) -> None:
+    """Create one of the cleaner's own tables (run history, data-quality results) in its meta
+    namespace, or add the columns a table from an earlier version lacks (Iceberg adds columns in
+    metadata only; old rows read them as null)."""
     # IF NOT EXISTS is itself check-then-create inside Spark: another process can win in between
     create_unless_exists(lambda: spark.sql(
         f"CREATE NAMESPACE IF NOT EXISTS `{cfg.catalog.name}`.`{cfg.cleaner.meta_namespace}`"))
-    create_unless_exists(lambda: spark.sql(
-        f"CREATE TABLE IF NOT EXISTS {cfg.history_table} ({HISTORY_SCHEMA}) USING iceberg"))
-    have = {f.name for f in spark.table(cfg.history_table).schema.fields}
-    added = [f"{f.name} {f.dataType.simpleString()}" for f in _parse_datatype_string(HISTORY_SCHEMA).fields
+    create_unless_exists(lambda: spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({schema}) USING iceberg"))
+    have = {f.name for f in spark.table(table).schema.fields}
+    added = [f"{f.name} {f.dataType.simpleString()}" for f in _parse_datatype_string(schema).fields
              if f.name not in have]
     if added:
-        spark.sql(f"ALTER TABLE {cfg.history_table} ADD COLUMNS ({', '.join(added)})")
+        spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({', '.join(added)})")
 
 
 def record_history(spark, cfg: LakecleanerConfig, stats: dict) -> None:

@@ -5,15 +5,23 @@ batch GX validates is the table plus the engine's own derived columns (`lc_p`, `
 `lc_tomb`, `lc_ver`, `lc_has_ver`: the same expressions the compaction uses), so the suites restate
 no rule: they query it. Every query is selective (LIMIT), since GX collects unexpected rows.
 
-Results are kept per table and run in a file-backed GX context next to the warehouse, with Data
-Docs built to its site directory, plus a compact JSON summary per run that the Airflow UI reads.
+Each validation's summary is a row of the Iceberg table ``<catalog>.<meta namespace>.quality_results``
+(lakecleaner.core.quality_results reads it through pyiceberg: the CLI, the DAG, the Airflow UI). Great
+expectations runs in a file-backed context in the application's scratch space (a private directory
+of the driver's $TMPDIR). ``close`` appends the application's results in one commit, builds the Data
+Docs site once and copies it to ``<state root>/quality/docs/`` through pyiceberg's FileIO; the
+scratch directory then goes. Nothing is kept on a disk another process would have to share.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
+import shutil
+import tempfile
 import threading
 import time
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,13 +31,12 @@ from lakecleaner.core.config import CHECKPOINT_PROPERTY, DEFAULT_INTERVAL_MS, La
 from lakecleaner.core.table import TableRef
 from lakecleaner.spark.catalog import load_table_config
 from lakecleaner.spark.frames import Frames
-from lakecleaner.spark.history import ensure_history_table
+from lakecleaner.spark.history import ensure_history_table, ensure_own_table
 from lakecleaner.core.rules import Checkpoint, tombstone_expired_sql
-from lakecleaner.core.quality_results import docs_dir, list_results, quality_root
+from lakecleaner.core.quality_results import RESULTS_SCHEMA, docs_location, publish_docs, results_table
 from lakecleaner.core.quality_rules import (ANOMALOUS_VERSIONS, FORGOTTEN_STAY_FORGOTTEN, FRESHNESS, NO_NULL_KEYS,
                                            OFFSETS_UNIQUE, ONE_RECORD_PER_KEY, QUALITY_RULES, TOMBSTONE_EXPIRY,
                                            TOMBSTONE_NOT_EARLY, winner_is_right)
-from lakecleaner.core.state import write_document
 from lakecleaner.core.keyhash import UNKEYED, UNKEYED_HASHER, KeyHasher, hash_sql, key_hasher, pads_join
 from lakecleaner.spark.frames import register_pads
 from lakecleaner.core.strategies import Strategy, checkpoint_sql, ident, key_message_sql
@@ -179,20 +186,32 @@ def _quiet_gx() -> None:
 
 class QualitySuites:
     """One great-expectations context for an application's validations (opening a file context and
-    its Spark data source costs about a second, so a batch of tables opens it once); Data Docs are
-    rebuilt once, by ``close``, not after every suite."""
+    its Spark data source costs about a second, so a batch of tables opens it once), in the
+    application's scratch space. What costs a Spark job or an Iceberg commit happens once per
+    application, not per table (each would add about 0.3 to 0.5 s to every table of a fleet): the
+    results table is created if missing and read for the tables' previous validations once (per
+    now), and ``close`` appends every result in one commit, then builds and publishes Data Docs. An
+    application that dies before ``close`` keeps no result of its validations (the next run's
+    validation then answers for their runs too)."""
 
     def __init__(self, cfg: LakecleanerConfig):
         _quiet_gx()
         import great_expectations as gx
 
         self.cfg = cfg
-        self.root = quality_root(cfg)
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.ctx = gx.get_context(mode="file", project_root_dir=str(self.root))
-        self.ctx.variables.progress_bars = {"globally": False}
-        self.source = self.ctx.data_sources.add_or_update_spark(cfg.catalog.name)
+        self.scratch: str | None = tempfile.mkdtemp(prefix="lakecleaner-gx-")  # 0700, removed by close
+        try:
+            self.ctx = gx.get_context(mode="file", project_root_dir=self.scratch)
+            self.ctx.variables.progress_bars = {"globally": False}
+            self.source = self.ctx.data_sources.add_or_update_spark(cfg.catalog.name)
+            self.site = _local_path(self.ctx.get_docs_sites_urls(only_if_exists=False)[0]["site_url"]).rsplit("/", 1)[0]
+        except BaseException:
+            self._remove_scratch()
+            raise
         self.pending_docs = False
+        self.pending_results: list[tuple[dict, str | None]] = []  # (summary, run_history suite's page)
+        self.previous: dict[int, dict[str, int]] = {}  # now_ms -> table -> newest earlier validation's now
+        self.spark = None
         # GX registers every batch under one fixed temp view name and its context is not thread-safe:
         # tables cleaned side by side in one application are validated one at a time.
         self.lock = threading.Lock()
@@ -204,10 +223,30 @@ class QualitySuites:
         self.close()
 
     def close(self) -> None:
-        """Rebuild Data Docs from every result kept so far (once per application)."""
-        if self.pending_docs:
-            self.ctx.build_data_docs()
-            self.pending_docs = False
+        """Append this application's results to the results table, build Data Docs for its
+        validations and copy them to the state root (once per application); the scratch space goes
+        either way."""
+        try:
+            unrecorded = None
+            if self.pending_results:
+                results, self.pending_results = self.pending_results, []
+                try:
+                    record_results(self.spark, self.cfg, results)
+                except Exception as exc:  # noqa: BLE001 - raised below: the pages are published first
+                    unrecorded = exc
+            if self.pending_docs and self.scratch is not None:
+                self.ctx.build_data_docs()
+                self.pending_docs = False
+                publish_docs(self.cfg, self.site)
+            if unrecorded is not None:
+                raise unrecorded
+        finally:
+            self._remove_scratch()
+
+    def _remove_scratch(self) -> None:
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
 
     def validate(self, spark, table: str, now_ms: int | None = None, run_name: str | None = None,
                  interval_ms: int = DEFAULT_INTERVAL_MS, raise_on_failure: bool = True) -> dict:
@@ -236,18 +275,20 @@ class QualitySuites:
 
         # The runs this validation answers for: those since the previous validation of the table (all
         # runs, the first time), so each run's removals are judged once and a rerun judges the same ones.
-        previous = max((r["now_ms"] for r in list_results(cfg, ref.short) if r["now_ms"] < now_ms), default=None)
+        previous = self._previous(spark, ref.short, now_ms)
         ensure_history_table(spark, cfg)
         runs_df = spark.table(cfg.history_table).where(
             (F.col("table_name") == ref.short) & (F.col("now_ms") <= now_ms)
             & (F.col("now_ms") > previous if previous is not None else F.lit(True)))
 
-        outcome = []
+        outcome, pages = [], []
         with self.lock:
             try:
                 for name, suite_rules, df in ((ref.short, rules, batch_df),
                                               (f"{ref.short}.run_history", build_history_rules(tc), runs_df)):
-                    outcome += _run_suite(self.ctx, self.source, name, suite_rules, df, run_name, severity)
+                    results, page = _run_suite(self.ctx, self.source, name, suite_rules, df, run_name, severity)
+                    outcome += results
+                    pages.append(_relative(page, self.site))
             finally:  # GX's Spark engine caches each batch it validates and keeps the last one
                 batch_df.unpersist()
                 runs_df.unpersist()
@@ -255,14 +296,74 @@ class QualitySuites:
         failed = [o for o in outcome if not o["success"] and o["severity"] == "fail"]
         warned = [o for o in outcome if not o["success"] and o["severity"] != "fail"]
         summary = {"table": ref.short, "run_name": run_name, "now_ms": now_ms, "success": not failed,
-                   "warnings": len(warned), "rules": outcome, "docs": str(docs_dir(cfg) / "index.html")}
-        write_document(cfg, f"quality/results/{ref.short}/{run_name.replace(':', '').replace('/', '_')}.json", summary)
+                   "warnings": len(warned), "rules": outcome, "docs_page": pages[0],
+                   "docs": docs_location(cfg, pages[0]) if pages[0] else None}
+        with self.lock:
+            self.spark = spark
+            self.pending_results.append((summary, pages[1]))
         if failed and raise_on_failure:
             first = failed[0]
             raise QualityError(f"table {ref.short}: data-quality rule failed: {first['rule']}: {first['description']}; "
                                f"offending rows: {first['offending']}"
                                + (f" (and {len(failed) - 1} more failed rules)" if len(failed) > 1 else ""))
         return summary
+
+
+    def _previous(self, spark, table: str, now_ms: int) -> int | None:
+        """The now of the table's newest validation before ``now_ms``: kept in the results table (read
+        once per application and now) or validated earlier by this application."""
+        with self.lock:
+            if now_ms not in self.previous:
+                ensure_results_table(spark, self.cfg)
+                rows = (spark.table(results_table(self.cfg)).where(F.col("now_ms") < now_ms)
+                        .groupBy("table_name").agg(F.max("now_ms").alias("newest")).collect())
+                self.previous[now_ms] = {r["table_name"]: r["newest"] for r in rows}
+            earlier = [s["now_ms"] for s, _ in self.pending_results if s["table"] == table and s["now_ms"] < now_ms]
+            return max([*earlier, *([self.previous[now_ms][table]] if table in self.previous[now_ms] else [])],
+                       default=None)
+
+
+def ensure_results_table(spark, cfg: LakecleanerConfig) -> None:
+    ensure_own_table(spark, cfg, results_table(cfg), RESULTS_SCHEMA)
+
+
+def record_result(spark, cfg: LakecleanerConfig, summary: dict, run_history_page: str | None) -> None:
+    """Append a validation's summary to <catalog>.<meta namespace>.quality_results."""
+    record_results(spark, cfg, [(summary, run_history_page)])
+
+
+def record_results(spark, cfg: LakecleanerConfig, results: list[tuple[dict, str | None]]) -> None:
+    """Append validations' summaries (with their run-history suite's Data Docs page) to
+    <catalog>.<meta namespace>.quality_results in one commit: what the CLI, the DAG and the UI read,
+    and the next validation of each table starts from."""
+    import datetime as dt
+
+    from pyspark.sql.types import _parse_datatype_string
+
+    schema = _parse_datatype_string(RESULTS_SCHEMA)
+    recorded_at = dt.datetime.now(dt.timezone.utc)  # aware: PySpark reads a naive one as the driver's local time
+    rows = []
+    for summary, run_history_page in results:
+        row = {"table_name": summary["table"], "run_name": summary["run_name"], "now_ms": summary["now_ms"],
+               "success": summary["success"], "warnings": summary["warnings"],
+               "rules": json.dumps(summary["rules"], sort_keys=True, default=str), "docs_page": summary["docs_page"],
+               "run_history_docs_page": run_history_page, "recorded_at": recorded_at}
+        rows.append(tuple(row[f.name] for f in schema.fields))
+    ensure_results_table(spark, cfg)
+    spark.createDataFrame(rows, schema).writeTo(results_table(cfg)).append()
+
+
+def _local_path(url: str) -> str:
+    """A file: URL of great expectations' site as a path."""
+    return urllib.parse.unquote(urllib.parse.urlparse(url).path)
+
+
+def _relative(page_url: str | None, site: str) -> str | None:
+    """A Data Docs page's URL as a path relative to the site (what the state root's copy is named by)."""
+    if not page_url:
+        return None
+    rel = os.path.relpath(_local_path(page_url), site)
+    return None if rel.startswith("..") else rel.replace(os.sep, "/")
 
 
 def _forgotten(spark, cfg: LakecleanerConfig, ref: TableRef, tc: TableConfig,
@@ -316,9 +417,11 @@ def _offending_rows_expectation():
     return _EXPECTATION
 
 
-def _run_suite(ctx, source, name: str, rules: list[Rule], df, run_name: str, severity: dict) -> list[dict]:
-    """One GX suite over one batch (a dataframe asset named ``name``); its result is kept in the
-    context's store, from which ``QualitySuites.close`` builds Data Docs. A rule's fail/warn is GX's
+def _run_suite(ctx, source, name: str, rules: list[Rule], df, run_name: str,
+               severity: dict) -> tuple[list[dict], str | None]:
+    """One GX suite over one batch (a dataframe asset named ``name``): each rule's outcome, and the
+    URL its Data Docs page will have once ``QualitySuites.close`` builds the site from the context's
+    store. A rule's fail/warn is GX's
     own expectation ``severity`` (critical/warning: what GX's renderers and actions read), and is
     read back from each result's expectation configuration."""
     import great_expectations as gx
@@ -342,14 +445,16 @@ def _run_suite(ctx, source, name: str, rules: list[Rule], df, run_name: str, sev
     run = checkpoint.run(batch_parameters={"dataframe": df}, run_id=RunIdentifier(run_name=run_name))
     by_name = {r.name: r for r in rules}
     outcome = []
-    for res in list(run.run_results.values())[0].results:
+    ((identifier, validation),) = run.run_results.items()
+    page = next(iter(ctx.get_docs_sites_urls(resource_identifier=identifier, only_if_exists=False)), {}).get("site_url")
+    for res in validation.results:
         meta = res.expectation_config.meta or {}
         rows = (res.result or {}).get("details", {}).get("unexpected_rows") or []
         level = "fail" if res.expectation_config.severity == FailureSeverity.CRITICAL else "warn"
         outcome.append({"rule": meta.get("rule"), "severity": level, "success": bool(res.success),
                         "description": by_name[meta.get("rule")].description,
                         "offending": [_plain(r) for r in rows[:OFFENDING_ROWS]]})
-    return outcome
+    return outcome, page
 
 
 def _plain(row: Any) -> Any:

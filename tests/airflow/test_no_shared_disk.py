@@ -1,0 +1,108 @@
+"""No shared local disk (issue 35, item 3): a DAG run in which every task runs as in a pod of its own
+(its own HOME, TMPDIR and working directory, JVM temporary files and Spark's scratch space there,
+all deleted when the task ends; Airflow reached through its Execution API only) cleans and validates
+its tables, and writes nothing outside the warehouse with the state root, those per-task directories
+and Airflow's own home (its metadata database and logs, the scheduler's and the API server's).
+
+The run (tests/airflow/isolated_dag_run.py) happens in a private mount namespace whose /tmp, /var/tmp,
+/dev/shm and $HOME are empty file systems of its own, so that the listing before and after shows
+what this run wrote there and nothing another process of the machine did; it needs root or
+unprivileged user namespaces (``unshare``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.airflow, pytest.mark.spark]
+
+HERE = Path(__file__).resolve().parent
+DRIVER = HERE / "isolated_dag_run.py"
+MARKER = "LAKECLEANER_ISOLATION_REPORT "
+# Fresh, empty file systems on the shared temporary directories and on $HOME; what the run needs
+# under $HOME (the Python installation: pyenv keeps it there) is bound back, read-only.
+MOUNTS = """set -e
+for d in /tmp /var/tmp /dev/shm; do mount -t tmpfs -o mode=1777,size=4g tmpfs "$d"; done
+IFS=:
+i=0
+for keep in $LAKECLEANER_ISOLATION_KEEP; do mkdir "/tmp/.keep$i"; mount --bind "$keep" "/tmp/.keep$i"; i=$((i+1)); done
+mount -t tmpfs -o mode=0700,size=1g tmpfs "$LAKECLEANER_ISOLATION_REAL_HOME"
+i=0
+for keep in $LAKECLEANER_ISOLATION_KEEP; do
+  mkdir -p "$keep"; mount --move "/tmp/.keep$i" "$keep"; mount -o remount,bind,ro "$keep" || true; i=$((i+1))
+done
+unset IFS
+exec "$@"
+"""
+
+
+def _needed_under(home: Path) -> list[str]:
+    """What the run reads under $HOME: the Python installation the environment was made from."""
+    base = Path(sys.base_prefix).resolve()
+    return [str(base)] if base.is_relative_to(home) else []
+
+
+def _namespace() -> list[str] | None:
+    """The unshare command that gives a private mount namespace here (as root, or as a user through
+    a user namespace), or None."""
+    if shutil.which("unshare") is None:
+        return None
+    # A PID namespace too: when the run ends or is stopped, every process it started goes with it.
+    private = ["--fork", "--pid", "--kill-child", "--mount-proc", "--mount", "--propagation", "private"]
+    for prefix in (["unshare", *private], ["unshare", "--user", "--map-root-user", *private]):
+        probe = subprocess.run([*prefix, "/bin/sh", "-c", "mount -t tmpfs tmpfs /tmp"], capture_output=True)
+        if probe.returncode == 0:
+            return prefix
+    return None
+
+
+@pytest.fixture(scope="module")
+def report():
+    prefix = _namespace()
+    if prefix is None:
+        pytest.fail("this test needs a private mount namespace: run it as root, or where `unshare --user "
+                    "--map-root-user --mount` works (unprivileged user namespaces)")
+    include = os.environ.get("LAKECLEANER_ISOLATION_INCLUDE", str(HERE.parents[1] / "include"))
+    env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL", "JAVA_HOME", "TZ") if k in os.environ}
+    home = Path(os.path.expanduser("~")).resolve()
+    env.update({"LAKECLEANER_ISOLATION_REAL_HOME": str(home), "LAKECLEANER_ISOLATION_INCLUDE": include,
+                "LAKECLEANER_ISOLATION_KEEP": ":".join(_needed_under(home)), "PYTHONPATH": include})
+    proc = subprocess.run([*prefix, "/bin/sh", "-c", MOUNTS, "sh", sys.executable, str(DRIVER)], env=env,
+                          capture_output=True, text=True, timeout=840)  # pytest's own timeout is 900 s
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(MARKER)]
+    assert proc.returncode == 0 and lines, (proc.returncode, proc.stdout[-4000:], proc.stderr[-8000:])
+    found = json.loads(lines[-1][len(MARKER):])
+    print(f"\nno-shared-disk run: timings (s) {found['timings_s']}; tasks {found['tasks']}; "
+          f"changes {found['changes']}; {found['files_listed']} paths listed under {found['listed']}")
+    return found
+
+
+def test_every_task_in_a_pod_of_its_own_and_the_run_succeeds(report):
+    assert report["dag_run"] == "success", (report["task_states"], report["failed_task_logs"])
+    states = report["task_states"]
+    assert states["evaluate[-1]"] == states["clean[0]"] == states["summary[-1]"] == "success", states
+    assert not [t for t, s in states.items() if s not in ("success", "skipped")], states
+    ran = {t["task"].split(".")[0] for t in report["tasks"]}
+    assert {"forget_requests", "evaluate", "clean", "summary", "announce"} <= ran
+    assert all(t["exit"] == 0 and t["files"] > 0 for t in report["tasks"]), report["tasks"]
+    assert report["task_dirs_left"] == []  # each task's HOME, TMPDIR and working directory went with it
+
+
+def test_the_tables_are_cleaned_and_validated_with_docs_under_the_state_root(report):
+    for table, seen in report["lake"].items():
+        assert seen["kept_as_model"], (table, seen)
+        assert "committed" in seen["history"], (table, seen)
+        assert seen["quality"] and all(ok for _, ok in seen["quality"]), (table, seen)
+        assert seen["docs_page_served"], (table, seen)
+    assert any(p.startswith("quality/docs/validations/") for p in report["state_root_files"])
+
+
+def test_nothing_is_written_outside_the_warehouse_the_task_scratch_and_airflows_home(report):
+    assert report["outside_count"] == 0, report["outside"]
+    assert report["changes"]["warehouse and state root"] > 0
