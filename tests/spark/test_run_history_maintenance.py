@@ -4,6 +4,7 @@ import time
 
 import pytest
 
+from lakecleaner.core.records import CleanerStats
 from lakecleaner.spark.history import record_history
 from lakecleaner.core.housekeeping import DAY_MS, run_history_due
 from lakecleaner.spark.housekeeping import maintain_run_history
@@ -14,8 +15,8 @@ pytestmark = pytest.mark.spark
 def test_run_history_keeps_the_retention_and_few_files(spark, lake_config, table_name):
     now = int(time.time() * 1000)
     for i, age_days in enumerate((45, 40, 2, 1, 0, 0)):
-        record_history(spark, lake_config, {"table": table_name, "run_id": f"r{i}", "status": "committed",
-                                             "now_ms": now - age_days * DAY_MS, "dry_run": False})
+        record_history(spark, lake_config, CleanerStats(table=table_name, run_id=f"r{i}", status="committed",
+                                                        now_ms=now - age_days * DAY_MS))
     mine = f"table_name = '{table_name}'"
     assert spark.table(lake_config.history_table).where(mine).count() == 6
     out = maintain_run_history(spark, lake_config, now)
@@ -43,8 +44,8 @@ def test_started_at_is_the_runs_instant_whatever_the_drivers_time_zone(spark, la
 
     assert time.localtime().tm_gmtoff in (-4 * 3600, -5 * 3600)
     before_us = time.time_ns() // 1000
-    record_history(spark, lake_config, {"table": table_name, "run_id": "tz", "status": "committed",
-                                         "now_ms": before_us // 1000, "dry_run": False})
+    record_history(spark, lake_config, CleanerStats(table=table_name, run_id="tz", status="committed",
+                                                    now_ms=before_us // 1000))
     after_us = time.time_ns() // 1000
     (stored,) = spark.sql(f"SELECT unix_micros(started_at) AS us FROM {lake_config.history_table} "
                           f"WHERE table_name = '{table_name}'").collect()

@@ -8,6 +8,9 @@ from typing import Iterable
 
 from lakecleaner.core.config import LakecleanerConfig
 from lakecleaner.core.metadata import own_table
+from lakecleaner.core.records import HISTORY_SCHEMA
+
+__all__ = ["HISTORY_SCHEMA", "read_history"]  # the columns: lakecleaner.core.records.CleanerStats
 
 log = logging.getLogger("lakecleaner")
 
@@ -34,15 +37,3 @@ def read_history(cfg: LakecleanerConfig, table: str | None = None, limit: int | 
     rows = tbl.scan(row_filter=where).to_arrow().to_pylist()
     rows.sort(key=lambda r: (r["started_at"] is not None, r["started_at"]), reverse=newest_first)
     return rows[:limit] if limit else rows
-
-
-HISTORY_SCHEMA = (
-    "run_id string, table_name string, status string, error string, dry_run boolean, now_ms bigint, "
-    "started_at timestamp, strategy string, records_read bigint, records_kept bigint, removed_superseded bigint, "
-    "removed_expired_tombstones bigint, quarantined bigint, anomalous bigint, dirty_records_in_run bigint, "
-    "bytes_read bigint, bytes_written bigint, files_rewritten bigint, delete_files_written bigint, "
-    "duration_ms bigint, snapshot_id bigint, committed_snapshot_id bigint, checkpoint string, "
-    "delete_retention_ms bigint, expired_tombstone_latest_cleaned_ms bigint"
-)
-
-

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pyspark import StorageLevel
@@ -38,6 +38,7 @@ from lakecleaner.core.append_times import read_append_times
 from lakecleaner.core.table import (CompactionError, TableRef, check_layout, conflict_error, first_line, create_unless_exists)
 from lakecleaner.spark.catalog import (current_snapshot, fail_point, load_table_config, committed_snapshot, iceberg_table, set_layout_defaults)
 from lakecleaner.core.config import CHECKPOINT_PROPERTY, ConfigError, LakecleanerConfig, TableConfig
+from lakecleaner.core.records import CleanerStats, RunStatus
 from lakecleaner.spark.files import (bytes_scanned, clean_version_ceiling, data_files, dirty_rank_bounds, dirty_records_bound, dirty_version_floors)
 from lakecleaner.spark.frames import Frames, at_positions, clean_pred, dirty_scan, partition_pred, small_df
 from lakecleaner.spark.history import record_history
@@ -55,25 +56,25 @@ def compact_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None 
     run_id = run_id or uuid.uuid4().hex[:12]
     now_ms = int(now_ms if now_ms is not None else time.time() * 1000)
     started = time.time()
-    stats: dict[str, Any] = {"table": ref.short, "run_id": run_id, "now_ms": now_ms, "dry_run": dry_run}
+    stats = CleanerStats(run_id=run_id, table=ref.short, now_ms=now_ms, dry_run=dry_run)
     try:
-        stats.update(_compact(spark, cfg, ref, now_ms, dry_run, run_id))
-        stats["status"] = stats.get("status") or ("dry_run" if dry_run else "committed")
+        stats = _compact(spark, cfg, ref, now_ms, dry_run, stats)
+        stats = replace(stats, status=stats.status or (RunStatus.DRY_RUN if dry_run else RunStatus.COMMITTED))
     except Exception as exc:  # noqa: BLE001 - record the failure, then fail loudly
         if isinstance(exc, CommittedRunError):  # the history shows the commit and what it removed
-            stats.update(exc.result)
-        stats.update(status="committed" if isinstance(exc, CommittedRunError)
-                     else "yielded" if isinstance(exc, catalog.ConcurrentCommitError) else "failed",
-                     error=str(exc) if isinstance(exc, (CompactionError, ConfigError))
-                     else f"table {ref.short}: {type(exc).__name__}: {first_line(exc)}")
-        stats["duration_ms"] = int((time.time() - started) * 1000)
+            stats = exc.stats
+        stats = replace(stats, status=RunStatus.COMMITTED if isinstance(exc, CommittedRunError)
+                        else RunStatus.YIELDED if isinstance(exc, catalog.ConcurrentCommitError) else RunStatus.FAILED,
+                        error=str(exc) if isinstance(exc, (CompactionError, ConfigError))
+                        else f"table {ref.short}: {type(exc).__name__}: {first_line(exc)}",
+                        duration_ms=int((time.time() - started) * 1000))
         record_history(spark, cfg, stats)
         if isinstance(exc, (CompactionError, ConfigError)):
             raise
         raise CompactionError(ref.short, f"{type(exc).__name__}: {first_line(exc)}") from exc
-    stats["duration_ms"] = int((time.time() - started) * 1000)
+    stats = replace(stats, duration_ms=int((time.time() - started) * 1000))
     record_history(spark, cfg, stats)
-    return stats
+    return stats.as_result()
 
 
 class Held:
@@ -148,13 +149,15 @@ class RunRange:
     kmap_sums: Any = None
 
 
-def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run: bool, run_id: str) -> dict:
+def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run: bool,
+             stats: CleanerStats) -> CleanerStats:
     """Kafka's Cleaner.doClean, step by step: start at the pinned snapshot; find the bad records
-    and the run's range (phase 1); look at the clean side; decide (phase 2); commit."""
+    and the run's range (phase 1); look at the clean side; decide (phase 2); commit. Each phase
+    hands the run's statistics on, with its figures added."""
     phase = _Phases()
-    start, result = _start(spark, cfg, ref, now_ms, dry_run)
+    start, stats = _start(spark, cfg, ref, now_ms, dry_run, stats)
     if start is None:
-        return result
+        return stats
     phase("setup_s")
     held = Held()
     try:
@@ -181,16 +184,14 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
         move = CheckpointMove(start.external(ends), start.external({**plan.new_retained, **kept_bad}),
                               plan.new_tombstones)
         new_ckpt = move.applied(start)  # dated at the commit, if the run commits (_commit)
-        result.update(
-            quarantined=bad.quarantined, expired_tombstone_latest_cleaned_ms=_latest_cleaned(start, plan),
+        stats = replace(
+            stats, quarantined=bad.quarantined, expired_tombstone_latest_cleaned_ms=_latest_cleaned(start, plan),
             anomalous=rng.anomalous, dirty_records_in_run=rng.n_run, bytes_read=bytes_read,
             checkpoint=_ckpt_summary(new_ckpt))
         if dry_run:
             superseded, read = plan.figures(None)
-            _record_figures(result, read + bad.n, superseded, plan.expired, removed_bad, phase)
-            return result
-        _commit(spark, cfg, start, bad, removed_bad, plan, move, result, run_id, phase)
-        return result
+            return stats.with_figures(read + bad.n, superseded, plan.expired, removed_bad, phase.times)
+        return _commit(spark, cfg, start, bad, removed_bad, plan, move, stats, phase)
     finally:
         held.release()
 
@@ -208,10 +209,10 @@ class CheckpointMove:
                                    self.new_tombstones, committed_ms)
 
 
-def _start(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run: bool) -> tuple[RunStart | None, dict]:
+def _start(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run: bool,
+           stats: CleanerStats) -> tuple[RunStart | None, CleanerStats]:
     """Load the settings and checkpoint, pin the snapshot they came from, and list its files."""
     tc, props = load_table_config(spark, cfg, ref)
-    result: dict[str, Any] = {"strategy": tc.strategy, "delete_retention_ms": tc.delete_retention_ms}
     check_layout(ref, props)  # a dry run refuses what the run would refuse
     if not dry_run:
         set_layout_defaults(spark, ref, props)
@@ -221,22 +222,24 @@ def _start(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run: b
     except CheckpointError as exc:
         raise CompactionError(ref.short, f"{exc} ({CHECKPOINT_PROPERTY}; fix or unset it to clean the table from "
                                          f"its start); nothing committed") from None
-    result.update(records_read=0, records_kept=0, removed_superseded=0, removed_expired_tombstones=0, quarantined=0,
-                  anomalous=0, dirty_records_in_run=0, bytes_read=0, bytes_written=0, files_rewritten=0,
-                  delete_files_written=0, expired_tombstone_latest_cleaned_ms=None, snapshot_id=snapshot,
-                  committed_snapshot_id=None, checkpoint=_ckpt_summary(ckpt))
+    stats = replace(stats, strategy=tc.strategy, delete_retention_ms=tc.delete_retention_ms, records_read=0,
+                    records_kept=0, removed_superseded=0, removed_expired_tombstones=0, quarantined=0, anomalous=0,
+                    dirty_records_in_run=0, bytes_read=0, bytes_written=0, files_rewritten=0, delete_files_written=0,
+                    expired_tombstone_latest_cleaned_ms=None, snapshot_id=snapshot, committed_snapshot_id=None,
+                    checkpoint=_ckpt_summary(ckpt))
     if ckpt.later_than(now_ms):  # a backfill behind the table's last run: undo nothing, repeat nothing
-        result.update(status="skipped", reason=f"already cleaned as of a later time (now {ckpt.as_of_ms} > "
-                                               f"{now_ms}): a run of an earlier interval takes nothing")
-        return None, result
+        return None, replace(stats, status=RunStatus.SKIPPED, reason=(
+            f"already cleaned as of a later time (now {ckpt.as_of_ms} > {now_ms}): a run of an earlier "
+            "interval takes nothing"))
     if snapshot is None:
-        return None, result
+        return None, stats
     files = data_files(spark, ref, tc, snapshot, read_append_times(cfg, ref.short))
-    ckpt = _reset_checkpoint(ref, tc, ckpt, files, result)
+    ckpt, reset = _reset_checkpoint(ref, tc, ckpt, files)
+    stats = replace(stats, checkpoint_reset=reset)
     start = RunStart(ref, tc, Frames(tc), snapshot, ckpt, dict(ckpt.offsets), {}, files,
                      spark.read.option("snapshot-id", snapshot).table(ref.sql()), now_ms)
     start.retained = start.internal(ckpt.retained)
-    return start, result
+    return start, stats
 
 
 def _bad_records(start: RunStart, hold: Held) -> BadRecords:
@@ -394,9 +397,10 @@ def _latest_cleaned(start: RunStart, plan: Plan) -> int | None:
 
 
 def _commit(spark, cfg: LakecleanerConfig, start: RunStart, bad: BadRecords, removed_bad: int, plan: Plan,
-            move: CheckpointMove, result: dict, run_id: str, phase: "_Phases") -> None:
-    """Stop if another writer did more than append; quarantine; MERGE; then the checkpoint."""
-    ref, fr = start.ref, start.fr
+            move: CheckpointMove, stats: CleanerStats, phase: "_Phases") -> CleanerStats:
+    """Stop if another writer did more than append; quarantine; MERGE; then the checkpoint.
+    Returns the run's statistics with the commit's figures."""
+    ref, fr, run_id = start.ref, start.fr, stats.run_id
     current, appends = catalog.check_no_concurrent_cleaner(spark, ref, start.snapshot)
     # The files appended since the pinned snapshot, listed once for every guard (none: no listing).
     added = set(appends)
@@ -421,23 +425,25 @@ def _commit(spark, cfg: LakecleanerConfig, start: RunStart, bad: BadRecords, rem
         superseded, read = plan.figures(commit["summary"] if commit else {})
         if commit:
             summary = commit["summary"]
-            result.update(committed_snapshot_id=commit["snapshot_id"],
-                          bytes_written=int(summary.get("added-files-size", 0)),
-                          files_rewritten=int(summary.get("deleted-data-files", 0)),
-                          delete_files_written=int(summary.get("added-delete-files", 0)))
-        _record_figures(result, read + bad.n, superseded, plan.expired, removed_bad, phase)
+            stats = replace(stats, committed_snapshot_id=commit["snapshot_id"],
+                            bytes_written=int(summary.get("added-files-size", 0)),
+                            files_rewritten=int(summary.get("deleted-data-files", 0)),
+                            delete_files_written=int(summary.get("added-delete-files", 0)))
+        stats = stats.with_figures(read + bad.n, superseded, plan.expired, removed_bad, phase.times)
         fail_point("after_merge")
         committed_ms = commit["committed_ms"] if commit else int(time.time() * 1000)
         new_ckpt = move.applied(start, committed_ms)
         # what dates the tombstones this run cleaned first: the model takes the same time (tests)
-        result.update(checkpoint=_ckpt_summary(new_ckpt), cleaned_at_ms=first_clean_time(start.now_ms, committed_ms))
+        stats = replace(stats, checkpoint=_ckpt_summary(new_ckpt),
+                        cleaned_at_ms=first_clean_time(start.now_ms, committed_ms))
         if new_ckpt.to_json() != start.ckpt.to_json():
             spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ('{CHECKPOINT_PROPERTY}' = '{new_ckpt.to_json()}')")
         phase("checkpoint_s")
     except Exception as exc:
         if not merged:
             raise
-        raise CommittedRunError(ref.short, result, exc) from exc
+        raise CommittedRunError(ref.short, stats, exc) from exc
+    return replace(stats, phases=dict(phase.times))
 
 
 def _guard_null_offsets(ref: TableRef, appended: list) -> None:
@@ -453,20 +459,15 @@ def _guard_null_offsets(ref: TableRef, appended: list) -> None:
                                          f"includes them")
 
 
-def _record_figures(result: dict, read: int, superseded: int, expired: int, bad_removed: int, phase) -> None:
-    result.update(records_read=read, records_kept=read - superseded - expired - bad_removed,
-                  removed_superseded=superseded, removed_expired_tombstones=expired, phases=phase.times)
-
-
 class CommittedRunError(CompactionError):
     """A step after the run's MERGE committed failed (finding its snapshot, writing the checkpoint).
     The table is cleaned as the run decided; only the checkpoint did not move, so the next run
-    re-examines the same records (removing nothing twice). ``result`` holds the run's figures, so
+    re-examines the same records (removing nothing twice). ``stats`` holds the run's figures, so
     the history records the commit and the tombstone audit sees what it removed."""
 
-    def __init__(self, table: str, result: dict, cause: BaseException):
-        self.result = result
-        snapshot = result.get("committed_snapshot_id")
+    def __init__(self, table: str, stats: CleanerStats, cause: BaseException):
+        self.stats = stats
+        snapshot = stats.committed_snapshot_id
         super().__init__(table, f"the run committed (snapshot {snapshot or 'not found'}) but a later step failed: "
                                 f"{type(cause).__name__}: {first_line(cause)}; the checkpoint was not advanced, "
                                 f"the next run re-examines the same records")
@@ -489,9 +490,11 @@ def _ckpt_summary(ckpt: Checkpoint) -> dict:
     return {("-" if p is None else str(p)): o for p, o in sorted(ckpt.offsets.items(), key=lambda kv: str(kv[0]))}
 
 
-def _reset_checkpoint(ref: TableRef, tc: TableConfig, ckpt: Checkpoint, files: list, result: dict) -> Checkpoint:
-    """The checkpoint as far as it vouches for the table (Checkpoint.vouched), each reset partition
-    warned about and listed in the run's result (checkpoint_reset), then cleaned from its start."""
+def _reset_checkpoint(ref: TableRef, tc: TableConfig, ckpt: Checkpoint,
+                      files: list) -> tuple[Checkpoint, tuple | None]:
+    """The checkpoint as far as it vouches for the table (Checkpoint.vouched), and the partitions it
+    reset (None: none), each warned about and listed in the run's statistics (checkpoint_reset),
+    then cleaned from its start."""
     partitioned = tc.partition_column is not None
     by_file = (((f["p_lower_bound"] if f["p_lower_bound"] == f["p_upper_bound"] else None) if partitioned else None,
                 f["o_upper_bound"]) for f in files)
@@ -504,9 +507,7 @@ def _reset_checkpoint(ref: TableRef, tc: TableConfig, ckpt: Checkpoint, files: l
     if past:
         log.warning("lakecleaner: table %s: checkpoint past the log end of partition(s) %s (truncated or recreated?): "
                     "reset, those partitions are cleaned from their start", ref.short, _shown_partitions(past))
-    if other or past:
-        result["checkpoint_reset"] = _shown_partitions(other + past)
-    return ckpt
+    return ckpt, (tuple(_shown_partitions(other + past)) if other or past else None)
 
 
 def _shown_partitions(partitions: list) -> list:

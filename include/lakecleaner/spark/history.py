@@ -3,13 +3,12 @@ ran the run; reading it needs no Spark (lakecleaner.core.history). The cleaner's
 here (``ensure_own_table``)."""
 from __future__ import annotations
 
-import json
 import logging
 
 from pyspark.sql.types import _parse_datatype_string
 
 from lakecleaner.core.config import LakecleanerConfig
-from lakecleaner.core.history import HISTORY_SCHEMA
+from lakecleaner.core.records import HISTORY_SCHEMA, CleanerStats
 from lakecleaner.core.table import create_unless_exists, first_line
 
 log = logging.getLogger("lakecleaner")
@@ -35,19 +34,15 @@ def ensure_own_table(spark, cfg: LakecleanerConfig, table: str, schema: str) -> 
         spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({', '.join(added)})")
 
 
-def record_history(spark, cfg: LakecleanerConfig, stats: dict) -> None:
+def record_history(spark, cfg: LakecleanerConfig, stats: CleanerStats) -> None:
     """Append the run's figures to <catalog>.lakecleaner.run_history (the UI charts it)."""
     import datetime as dt
 
     schema = _parse_datatype_string(HISTORY_SCHEMA)
-    row = {f.name: None for f in schema.fields}
-    row.update({k: v for k, v in stats.items() if k in row and k != "checkpoint"})
-    row["table_name"] = stats["table"]
     # aware: PySpark reads a naive datetime as the driver's local time, whatever the session's zone
-    row["started_at"] = dt.datetime.now(dt.timezone.utc)
-    row["checkpoint"] = json.dumps(stats.get("checkpoint")) if stats.get("checkpoint") is not None else None
+    row = {**stats.history_row(), "started_at": dt.datetime.now(dt.timezone.utc)}
     try:
         ensure_history_table(spark, cfg)
         spark.createDataFrame([tuple(row[f.name] for f in schema.fields)], schema).writeTo(cfg.history_table).append()
     except Exception as exc:  # noqa: BLE001 - history is secondary; never hide the run's own outcome
-        print(f"lakecleaner: could not record run history for {stats['table']}: {first_line(exc)}", flush=True)
+        print(f"lakecleaner: could not record run history for {stats.table}: {first_line(exc)}", flush=True)
