@@ -9,29 +9,32 @@ import pytest
 from lakecleaner.airflow import assets, metrics, notify
 from lakecleaner.core.config import ALERT_KINDS, ConfigError, NotifierSpec, load_config, parse_notifiers
 from lakecleaner.airflow.metrics import COUNT, GAUGE, TIMING, Metric
+from lakecleaner.core.records import RunVerdict
+from lakecleaner.core.scheduler import evaluations_of
 
-EVALUATIONS = [
-    {"table": "a.ok", "status": "not eligible", "dirty_ratio": 0.25, "max_compaction_delay_ms": 0,
+EVALUATIONS = evaluations_of([  # as the evaluate task's XCom carries them
+    {"table": "a.ok", "status": "not eligible", "reason": "", "dirty_ratio": 0.25, "max_compaction_delay_ms": 0,
      "max_compaction_lag_ms": None},
-    {"table": "a.late", "status": "eligible", "dirty_ratio": 0.9, "max_compaction_delay_ms": 5_000,
+    {"table": "a.late", "status": "eligible", "reason": "", "dirty_ratio": 0.9, "max_compaction_delay_ms": 5_000,
      "max_compaction_lag_ms": 1_000},
-    {"table": "a.stuck", "status": "uncleanable", "dirty_ratio": 0.5, "max_compaction_delay_ms": 7_000,
+    {"table": "a.stuck", "status": "uncleanable", "reason": "", "dirty_ratio": 0.5, "max_compaction_delay_ms": 7_000,
      "max_compaction_lag_ms": 2_000},
     {"table": "a.broken", "status": "invalid config", "reason": "table a.broken: ..."},
-]
-REPORT = {
+])
+REPORT = RunVerdict.from_dict({  # as the summary task's XCom carries it
     "tables": [
-        {"table": "a.late", "status": "ok", "run": "committed", "removed_superseded": 7,
-         "removed_expired_tombstones": 2, "quarantined": 1, "bytes_read": 1000, "bytes_written": 200,
-         "duration_ms": 1500, "records_read": 20},
-        {"table": "a.dry", "status": "ok", "run": "dry_run", "removed_superseded": 3, "duration_ms": 10},
-        {"table": "a.failing", "status": "failed", "failed_step": "compact", "run": "failed",
-         "error": "table a.failing: compact failed: FileNotFound"},
-        {"table": "a.dupes", "status": "failed", "failed_step": "validate", "run": "committed",
-         "error": "table a.dupes: data-quality rule failed: offsets unique per partition: ..."},
+        {"table": "a.late", "status": "ok", "priority": 1, "application": 0, "run": "committed",
+         "removed_superseded": 7, "removed_expired_tombstones": 2, "quarantined": 1, "bytes_read": 1000,
+         "bytes_written": 200, "duration_ms": 1500, "records_read": 20},
+        {"table": "a.dry", "status": "ok", "priority": 2, "application": 0, "run": "dry_run", "removed_superseded": 3,
+         "duration_ms": 10},
+        {"table": "a.failing", "status": "failed", "priority": 3, "application": 0, "failed_step": "compact",
+         "run": "failed", "error": "table a.failing: compact failed: FileNotFound"},
+        {"table": "a.dupes", "status": "failed", "priority": 4, "application": 0, "failed_step": "validate",
+         "run": "committed", "error": "table a.dupes: data-quality rule failed: offsets unique per partition: ..."},
     ],
     "failed": ["a.failing", "a.dupes"],
-}
+})
 
 
 def test_evaluation_metrics_are_kafkas_gauges_per_table_and_over_all_tables():

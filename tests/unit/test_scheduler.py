@@ -2,6 +2,7 @@
 import pytest
 
 from lakecleaner.core import scheduler
+from lakecleaner.core.records import ApplicationPlan, ApplicationReport
 
 
 def _jobs(*sizes):
@@ -40,8 +41,6 @@ def test_an_application_is_named_by_its_tables_within_airflows_limit():
     shown = label.split(" +")[0].split(", ")
     assert label.endswith(f" +{100 - len(shown)} more")
     assert scheduler.table_label(["x" * 300]) == "x" * 300  # one table is always named whole
-    assert scheduler.tables_of_label(label) == (shown, 100 - len(shown))
-    assert scheduler.tables_of_label("a.x, a.y") == (["a.x", "a.y"], 0) and scheduler.tables_of_label("") == ([], 0)
 
 
 def test_clean_args_carry_the_runs_now_budget_report_and_tables_in_order():
@@ -86,7 +85,7 @@ def test_the_late_tasks_get_ids_from_xcom_and_derive_the_paths_they_open():
     """XCom can be edited by users with XCom edit rights: evaluate puts no path in it, and an
     application index read back from it names a report only when it is an index."""
     apps = scheduler.pack([scheduler.Job("a.one", 1, "r", 10), scheduler.Job("a.two", 2, "r", 5)], 2)
-    planned = scheduler.planned_applications(apps, 7)
+    planned = [a.to_dict() for a in scheduler.planned_applications(apps, 7)]
     assert planned == [{"index": 0, "tables": ["a.one"], "priorities": [1], "work_bytes": 10, "now_ms": 7},
                        {"index": 1, "tables": ["a.two"], "priorities": [2], "work_bytes": 5, "now_ms": 7}]
     assert [scheduler.report_name("run", a["index"]) for a in planned] == ["batches/run/app-0.json",
@@ -94,6 +93,14 @@ def test_the_late_tasks_get_ids_from_xcom_and_derive_the_paths_they_open():
     for index in ("../../etc/x", "0", -1, True, 1.0, None):
         with pytest.raises(ValueError, match="is not a non-negative integer"):
             scheduler.report_name("run", index)
+
+
+def _summarize(evaluations, apps, reports, states, history=()) -> dict:
+    """summarize on what the summary task reads: XCom dicts and report documents (of any version)."""
+    verdict = scheduler.summarize(
+        scheduler.evaluations_of(evaluations), [ApplicationPlan.from_dict(a) for a in apps],
+        {i: r and ApplicationReport.from_dict(r) for i, r in reports.items()}, states, history)
+    return {**verdict.to_dict(), "text": verdict.text}
 
 
 def test_summary_tells_each_tables_outcome_from_its_applications_report():
@@ -114,7 +121,7 @@ def test_summary_tells_each_tables_outcome_from_its_applications_report():
     history = [{"table_name": "a.ok", "status": "failed", "error": "old"},
                {"table_name": "a.ok", "status": "committed", "error": None, "records_read": 4, "records_kept": 2,
                 "removed_superseded": 2, "removed_expired_tombstones": 0}]
-    report = scheduler.summarize(evaluations, apps, reports, states, history)
+    report = _summarize(evaluations, apps, reports, states, history)
     rows = {r["table"]: r for r in report["tables"]}
     assert [r["table"] for r in report["tables"]] == ["a.ok", "a.bad", "a.dq", "a.dying", "a.late", "a.never",
                                                       "a.unstarted"]  # plan order
@@ -127,14 +134,14 @@ def test_summary_tells_each_tables_outcome_from_its_applications_report():
     assert report["not_run"] == [{"table": "a.cfg", "status": "invalid config", "reason": "table a.cfg: x=1 is invalid"}]
     assert "#2 a.bad (application 1): failed compact: table a.bad: broken" in report["text"]
     assert "#1 a.ok (application 0): ok run=committed read=4 kept=2" in report["text"]
-    quiet = scheduler.summarize([], [], {}, {})
+    quiet = _summarize([], [], {}, {})
     assert quiet["failed"] == [] and quiet["failed_applications"] == []
 
 
 def test_a_finished_application_whose_tables_all_did_well_fails_nothing():
     apps = [{"index": 0, "tables": ["a.x"], "priorities": [1]}]
-    report = scheduler.summarize([], apps, {0: {"finished": True, "outcomes": [{"table": "a.x", "status": "ok"}]}},
-                                 {"clean_0": "success"})
+    report = _summarize([], apps, {0: {"finished": True, "outcomes": [{"table": "a.x", "status": "ok"}]}},
+                        {"clean_0": "success"})
     assert report["failed"] == [] and report["failed_applications"] == [] and report["deferred"] == []
 
 
@@ -152,7 +159,7 @@ def test_table_states_read_each_table_and_an_unreadable_one_does_not_stop_the_ot
 
 def test_an_invalid_checkpoint_fails_the_run():
     evaluations = [{"table": "a.ck", "status": "invalid checkpoint", "reason": "table a.ck: invalid checkpoint: x"}]
-    report = scheduler.summarize(evaluations, [], {}, {})
+    report = _summarize(evaluations, [], {}, {})
     assert report["failed"] == ["a.ck"] and report["not_run"][0]["status"] == "invalid checkpoint"
 
 

@@ -108,7 +108,9 @@ def test_time_since_last_success_is_read_on_the_runs_clock(cfg):
     from lakecleaner.airflow import metrics
 
     states = scheduler.table_states(cfg, ["a.t"])
-    figures = metrics.run_metrics({}, {t: st.last_success_ms for t, st in states.items()}, now_ms)
+    from lakecleaner.core.records import RunVerdict
+
+    figures = metrics.run_metrics(RunVerdict(), {t: st.last_success_ms for t, st in states.items()}, now_ms)
     assert metrics.Metric(metrics.TIME_SINCE_LAST_RUN_MS, metrics.GAUGE, 0, "a.t") in figures
     scheduler.record_outcome(cfg, "a.t", True, "", now_ms - 500)  # a backfill's older interval
     assert StateStore(cfg).get("a.t").last_success_ms == now_ms

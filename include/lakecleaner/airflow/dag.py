@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import copy
 import functools
+from dataclasses import replace
 import logging
 import os
 from pathlib import Path
@@ -59,7 +60,7 @@ from lakecleaner.airflow.provider import OPTION_DEFAULTS, SECTION
 from lakecleaner.core import scheduler
 from lakecleaner.core.config import ConfigError, LakecleanerConfig, load_config
 from lakecleaner.core.housekeeping import prune_documents
-from lakecleaner.core.state import read_document
+from lakecleaner.core.records import ApplicationPlan, RunVerdict
 from lakecleaner.core.submit import job_path, operator_options
 
 log = logging.getLogger("lakecleaner")
@@ -127,13 +128,13 @@ def on_clean_failure(config: str | None, context, catalog_conn_id: str | None = 
         log.error("lakecleaner: cannot tell which application task %s ran (not a mapped instance)", ti.task_id)
         return
     cfg = _load(config, catalog_conn_id)
-    report = read_document(cfg, scheduler.report_name(ti.run_id, ti.map_index))
-    if report is None or report.get("finished"):
+    report = scheduler.read_report(cfg, ti.run_id, ti.map_index)
+    if report is None or report.finished:
         return
-    for table in report.get("in_progress") or []:
+    for table in report.in_progress:
         error = f"table {table}: the Spark application died while cleaning it: {context.get('exception')}"
         outcome = scheduler.record_outcome(cfg, table, False, error, _now_ms(context))
-        scheduler.alert(table, {**outcome, "error": error})
+        scheduler.alert(table, replace(outcome, error=error))
 
 
 PARAMS = {
@@ -237,46 +238,24 @@ def evaluate(config: str | None, schedule: str | None, params=None, catalog_conn
              **context) -> list[dict]:
     """Every compacted table evaluated from metadata, the eligible ones planned and packed: one
     mapped `clean` per application."""
-    from lakecleaner.core.evaluate import format_table
-    from lakecleaner.core.state import StateStore
-
     given, cfg = catalog_and_config(config, catalog_conn_id)
     notify.load_notifiers(cfg.notifiers)  # a bad notifiers: entry fails the run here, naming it
-    for table in params["clear_uncleanable"]:
-        try:
-            StateStore(cfg).clear(table)
-        except ValueError as exc:  # a bad name in the param: said, and the run goes on
-            log.error("lakecleaner: clear_uncleanable: %s", exc)
-            continue
-        log.info("lakecleaner: %s is no longer marked uncleanable", table)
-    now_ms = _now_ms(context)
-    evaluations = scheduler.evaluate_all(cfg, None, now_ms)
-    log.info("lakecleaner: evaluation at now_ms=%d\n%s", now_ms, format_table(evaluations))
-    unknown = set(params["tables"]) - {e.table for e in evaluations}
-    if unknown:
-        log.warning("lakecleaner: requested tables not found among compacted tables: %s", ", ".join(sorted(unknown)))
-    jobs = scheduler.plan(evaluations, params["tables"], params["force"])
-    apps = scheduler.pack(jobs, cfg.cleaner.threads)
-    log.info("lakecleaner: %d table(s) to clean in %d application(s), in this order: %s", len(jobs), len(apps),
-             ", ".join(j.table for j in jobs))
+    run = scheduler.plan_run(cfg, _now_ms(context), tables=params["tables"], force=params["force"],
+                             clear_uncleanable=params["clear_uncleanable"])
     ti = context["ti"]
-    ti.xcom_push(key="evaluations", value=[e.as_dict() for e in evaluations])
-    figures = metrics.evaluation_metrics(e.as_dict() for e in evaluations)  # Kafka's cleaner gauges
+    ti.xcom_push(key="evaluations", value=[e.as_dict() for e in run.evaluations])
+    figures = metrics.evaluation_metrics(run.evaluations)  # Kafka's cleaner gauges
     try:
         metrics.emit(figures)
     except Exception as exc:  # noqa: BLE001 - metrics are a courtesy; cleaning goes on
         log.warning("lakecleaner: cannot send the evaluation metrics: %s", exc)
     ti.xcom_push(key="metrics", value=metrics.overall(figures))
-    try:  # what the Lake Cleaner page presents (it never re-evaluates on a request)
-        scheduler.record_evaluation(cfg, evaluations, now_ms)
-    except Exception as exc:  # noqa: BLE001 - the page then says how old its evaluation is; cleaning goes on
-        log.warning("lakecleaner: cannot record the evaluation for the UI: %s", exc)
     # ids and figures only: the late tasks derive every path they open (report_name, the config)
-    ti.xcom_push(key="applications", value=scheduler.planned_applications(apps, now_ms))
-    if not apps:
+    ti.xcom_push(key="applications", value=[a.to_dict() for a in run.planned()])
+    if not run.applications:
         return []
     shared, config_arg = _submission(cfg, given, "clean.py", spark_conn_id, code_uri, config_uri)
-    return _application_kwargs(cfg, apps, now_ms, schedule, params, context, shared, config_arg)
+    return _application_kwargs(cfg, run.applications, run.now_ms, schedule, params, context, shared, config_arg)
 
 
 def _submission(cfg: LakecleanerConfig, given, job: str, spark_conn_id: str | None, code_uri: str | None,
@@ -321,15 +300,9 @@ def _application_kwargs(cfg: LakecleanerConfig, apps, now_ms: int, schedule: str
                 report=scheduler.report_name(run_id, a.index), dry_run=params["dry_run"])} for a in apps]
 
 
-def _reports(cfg: LakecleanerConfig, run_id: str, apps: list[dict]) -> dict:
-    """Each application's report document, by index; an unreadable one is left out, said so."""
-    reports = {}
-    for app in apps:
-        try:
-            reports[app["index"]] = read_document(cfg, scheduler.report_name(run_id, app["index"]))
-        except Exception as exc:  # noqa: BLE001 - the application's tables then show as not run
-            log.warning("lakecleaner: cannot read an application's report: %s", exc)
-    return reports
+def _planned(ti) -> list[ApplicationPlan]:
+    """The applications evaluate planned (XCom: ids and figures, no path)."""
+    return [ApplicationPlan.from_dict(a) for a in ti.xcom_pull(task_ids="evaluate", key="applications") or []]
 
 
 def summary(config: str | None, catalog_conn_id: str | None = None, **context) -> None:
@@ -338,47 +311,38 @@ def summary(config: str | None, catalog_conn_id: str | None = None, **context) -
     ti = context["ti"]
     if ti.xcom_pull(task_ids="evaluate") is None:
         raise AirflowFailException("lakecleaner: evaluate did not finish; nothing was cleaned")
-    evaluations = ti.xcom_pull(task_ids="evaluate", key="evaluations") or []
-    apps = ti.xcom_pull(task_ids="evaluate", key="applications") or []
+    evaluations = scheduler.evaluations_of(ti.xcom_pull(task_ids="evaluate", key="evaluations") or [])
+    apps = _planned(ti)
     states = ti.get_task_states(dag_id=ti.dag_id, run_ids=[ti.run_id], task_ids=["clean"]).get(ti.run_id, {})
     cfg = _load(config, catalog_conn_id)  # as evaluate's: XCom names no path
     now_ms = _now_ms(context)
-    history = []
-    if apps:
-        try:
-            history = scheduler.run_history(cfg, now_ms, [t for a in apps for t in a["tables"]])
-        except Exception as exc:  # noqa: BLE001 - figures are a courtesy; the reports decide
-            log.warning("lakecleaner: cannot read run history: %s", exc)
-    report = scheduler.summarize(evaluations, apps, _reports(cfg, ti.run_id, apps), states, history)
-    log.info(report["text"])
-    for row in report["not_run"]:
-        log.warning("lakecleaner: %s not run (%s): %s", row["table"], row["status"], row["reason"])
-    ti.xcom_push(key="report", value={k: v for k, v in report.items() if k != "text"})
-    notify_errors = _after_the_run(cfg, evaluations, report, now_ms, context) if apps or evaluations else []
+    verdict = scheduler.finish_run(cfg, ti.run_id, evaluations, apps, states, now_ms)
+    log.info(verdict.text)
+    for row in verdict.not_run:
+        log.warning("lakecleaner: %s not run (%s): %s", row.table, row.status, row.reason)
+    ti.xcom_push(key="report", value=verdict.to_dict())
+    notify_errors = _after_the_run(cfg, evaluations, verdict, now_ms, context) if apps or evaluations else []
     forget_failed = [k for k, s in ti.get_task_states(dag_id=ti.dag_id, run_ids=[ti.run_id], task_ids=[
         "forget_requests", "forget"]).get(ti.run_id, {}).items() if s in ("failed", "upstream_failed")]
     if forget_failed:  # its log names each table and why; the tables were cleaned all the same
         raise AirflowFailException(f"lakecleaner: erasure request(s) failed ({', '.join(forget_failed)}); "
                                    "see the forget task's log")
-    if report["failed"] or report["failed_applications"] or notify_errors:
-        raise AirflowFailException(
-            f"lakecleaner: {len(report['failed'])} table(s) failed: {', '.join(report['failed']) or 'none'}"
-            + (f"; application(s) {report['failed_applications']} did not end well"
-               if report["failed_applications"] else "")
-            + (f"; {len(notify_errors)} alert(s) not sent: {notify_errors[0]}" if notify_errors else ""))
+    failure = verdict.failure(notify_errors)
+    if failure:
+        raise AirflowFailException(failure)
 
 
-def _after_the_run(cfg: LakecleanerConfig, evaluations: list[dict], report: dict, now_ms: int, context) -> list[str]:
+def _after_the_run(cfg: LakecleanerConfig, evaluations: list, verdict: RunVerdict, now_ms: int, context) -> list[str]:
     """Metrics, alerts and housekeeping after a run; the alerts that could not be sent."""
     ti = context["ti"]
-    table_states = scheduler.table_states(cfg, [e["table"] for e in evaluations])
-    figures = metrics.run_metrics(report, {t: s.last_success_ms for t, s in table_states.items()}, now_ms)
+    table_states = scheduler.table_states(cfg, [e.table for e in evaluations])
+    figures = metrics.run_metrics(verdict, {t: s.last_success_ms for t, s in table_states.items()}, now_ms)
     ti.xcom_push(key="metrics", value=metrics.overall(figures))
     try:
         log.info("lakecleaner: sent %d cleaner metrics: %s", metrics.emit(figures), metrics.overall(figures))
     except Exception as exc:  # noqa: BLE001 - metrics are a courtesy; the outcomes decide the run
         log.warning("lakecleaner: cannot send cleaner metrics: %s", exc)
-    alerts = notify.run_alerts(evaluations, report, {t: s.marked_at_ms for t, s in table_states.items()}, now_ms)
+    alerts = notify.run_alerts(evaluations, verdict, {t: s.marked_at_ms for t, s in table_states.items()}, now_ms)
     for alert in alerts:
         log.warning("lakecleaner: alert %s", alert.message)
     notify_errors = []
@@ -388,7 +352,7 @@ def _after_the_run(cfg: LakecleanerConfig, evaluations: list[dict], report: dict
         notifiers, notify_errors = (), [str(exc)]
     notify_errors += notify.send(notifiers, alerts, context)
     try:  # the cleaner's own files, bounded like any table's
-        log.info("lakecleaner: removed old documents: %s", prune_documents(cfg, now_ms, [e["table"] for e in evaluations]))
+        log.info("lakecleaner: removed old documents: %s", prune_documents(cfg, now_ms, [e.table for e in evaluations]))
     except Exception as exc:  # noqa: BLE001 - housekeeping never decides the run
         log.warning("lakecleaner: cannot prune old documents: %s", exc)
     return notify_errors
@@ -397,11 +361,12 @@ def _after_the_run(cfg: LakecleanerConfig, evaluations: list[dict], report: dict
 def announce(config: str | None, catalog_conn_id: str | None = None, **context) -> list[str]:
     """An asset event per table compacted this run, through one alias."""
     ti = context["ti"]
-    apps = ti.xcom_pull(task_ids="evaluate", key="applications") or []
+    apps = _planned(ti)
     if not apps:
         return []
     cfg = _load(config, catalog_conn_id)  # as summary: reports named from the run id
-    outcomes = [o for r in _reports(cfg, ti.run_id, apps).values() for o in (r or {}).get("outcomes", [])]
+    reports = scheduler.read_reports(cfg, ti.run_id, apps).values()
+    outcomes = [o.to_dict() for r in reports if r is not None for o in r.outcomes]
     events = assets.compaction_events(cfg.catalog.name, outcomes, _now_ms(context))
     assets.add_events(context["outlet_events"], events)
     return [e.uri for e in events]

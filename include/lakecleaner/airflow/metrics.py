@@ -10,7 +10,12 @@ only part that touches Airflow.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
+
+from lakecleaner.core.records import UNCLEANABLE, WITHOUT_FIGURES, RunStatus, RunVerdict
+
+if TYPE_CHECKING:
+    from lakecleaner.core.evaluate import Evaluation
 
 PREFIX = "lakecleaner"
 
@@ -31,7 +36,7 @@ BYTES_WRITTEN = "bytes-written"
 RUN_DURATION_MS = "run-duration-ms"
 
 GAUGE, COUNT, TIMING = "gauge", "count", "timing"
-UNCLEANABLE_STATUSES = ("uncleanable", "invalid checkpoint")  # nothing cleans them until an operator looks
+UNCLEANABLE_STATUSES = UNCLEANABLE  # nothing cleans them until an operator looks
 
 
 @dataclass(frozen=True)
@@ -51,43 +56,43 @@ class Metric:
         return {"table": self.table} if self.table else {}
 
 
-def evaluation_metrics(evaluations: Iterable[Mapping]) -> list[Metric]:
-    """From the scheduler's evaluation (Evaluation.as_dict rows): each table's dirty percent and
-    compaction delay, the maxima over tables, and how many tables are uncleanable."""
+def evaluation_metrics(evaluations: Iterable[Evaluation]) -> list[Metric]:
+    """From the scheduler's evaluation: each table's dirty percent and compaction delay, the maxima
+    over tables, and how many tables are uncleanable."""
     rows = list(evaluations)
     out: list[Metric] = []
     for e in rows:
-        if e.get("status") in ("unreadable", "invalid config"):
+        if e.status in WITHOUT_FIGURES:
             continue  # no figures: its evaluation says why
-        out.append(Metric(DIRTY_PERCENT, GAUGE, round(100 * float(e.get("dirty_ratio") or 0.0), 2), e["table"]))
-        out.append(Metric(COMPACTION_DELAY_SECS, GAUGE, int(e.get("max_compaction_delay_ms") or 0) / 1000, e["table"]))
+        out.append(Metric(DIRTY_PERCENT, GAUGE, round(100 * float(e.dirty_ratio or 0.0), 2), e.table))
+        out.append(Metric(COMPACTION_DELAY_SECS, GAUGE, int(e.max_compaction_delay_ms or 0) / 1000, e.table))
     out.append(Metric(MAX_DIRTY_PERCENT, GAUGE,
                       max((m.value for m in out if m.name == DIRTY_PERCENT), default=0.0)))
     out.append(Metric(MAX_COMPACTION_DELAY_SECS, GAUGE,
                       max((m.value for m in out if m.name == COMPACTION_DELAY_SECS), default=0.0)))
-    out.append(Metric(UNCLEANABLE_COUNT, GAUGE, sum(e.get("status") in UNCLEANABLE_STATUSES for e in rows)))
+    out.append(Metric(UNCLEANABLE_COUNT, GAUGE, sum(e.status in UNCLEANABLE_STATUSES for e in rows)))
     return out
 
 
-def run_metrics(report: Mapping, last_success_ms: Mapping[str, int | None], now_ms: int) -> list[Metric]:
-    """From the run's summary (scheduler.summarize): each committed compaction's records removed and
+def run_metrics(verdict: RunVerdict, last_success_ms: Mapping[str, int | None], now_ms: int) -> list[Metric]:
+    """From the run's verdict (scheduler.summarize): each committed compaction's records removed and
     quarantined, bytes read and written and duration; each table's time since its last successful
     run (``last_success_ms``: table -> the cleaner state's last success); failed tables."""
     out: list[Metric] = []
-    for row in report.get("tables", []):
-        if row.get("run") != "committed":  # a dry run or a failed one removed nothing
+    for row in verdict.tables:
+        f = row.figures
+        if f is None or f.run != RunStatus.COMMITTED:  # a dry run or a failed one removed nothing
             continue
-        table = row["table"]
-        removed = int(row.get("removed_superseded") or 0) + int(row.get("removed_expired_tombstones") or 0)
-        out += [Metric(RECORDS_REMOVED, COUNT, removed, table),
-                Metric(RECORDS_QUARANTINED, COUNT, int(row.get("quarantined") or 0), table),
-                Metric(BYTES_READ, COUNT, int(row.get("bytes_read") or 0), table),
-                Metric(BYTES_WRITTEN, COUNT, int(row.get("bytes_written") or 0), table),
-                Metric(RUN_DURATION_MS, TIMING, int(row.get("duration_ms") or 0), table)]
+        removed = (f.removed_superseded or 0) + (f.removed_expired_tombstones or 0)
+        out += [Metric(RECORDS_REMOVED, COUNT, removed, row.table),
+                Metric(RECORDS_QUARANTINED, COUNT, f.quarantined or 0, row.table),
+                Metric(BYTES_READ, COUNT, f.bytes_read or 0, row.table),
+                Metric(BYTES_WRITTEN, COUNT, f.bytes_written or 0, row.table),
+                Metric(RUN_DURATION_MS, TIMING, f.duration_ms or 0, row.table)]
     since = {t: max(0, now_ms - ms) for t, ms in last_success_ms.items() if ms}
     out += [Metric(TIME_SINCE_LAST_RUN_MS, GAUGE, ms, t) for t, ms in sorted(since.items())]
     out.append(Metric(MAX_TIME_SINCE_LAST_RUN_MS, GAUGE, max(since.values(), default=0)))
-    out.append(Metric(FAILED_TABLES, GAUGE, len(report.get("failed", []))))
+    out.append(Metric(FAILED_TABLES, GAUGE, len(verdict.failed)))
     return out
 
 

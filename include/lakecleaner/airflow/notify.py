@@ -19,9 +19,13 @@ import inspect
 import logging
 import sys
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from lakecleaner.core.config import ConfigError, NotifierSpec
+from lakecleaner.core.records import RunVerdict, Step, TableStatus
+
+if TYPE_CHECKING:
+    from lakecleaner.core.evaluate import Evaluation
 
 log = logging.getLogger("lakecleaner")
 
@@ -41,30 +45,31 @@ class Alert:
         return {**asdict(self), "subject": self.subject}
 
 
-def run_alerts(evaluations: Iterable[Mapping], report: Mapping, marked_at_ms: Mapping[str, int | None],
+def run_alerts(evaluations: Iterable[Evaluation], verdict: RunVerdict, marked_at_ms: Mapping[str, int | None],
                now_ms: int) -> list[Alert]:
-    """The alerts of one scheduler run. ``report`` is scheduler.summarize's; ``marked_at_ms`` maps a
+    """The alerts of one scheduler run. ``verdict`` is scheduler.summarize's; ``marked_at_ms`` maps a
     failed table to when its uncleanable mark was set (the cleaner state), so only this run's new
     marks alert, not every run that skips an uncleanable table."""
-    rows = {r["table"]: r for r in report.get("tables", [])}
+    rows = {r.table: r for r in verdict.tables}
     out = []
     for table, row in rows.items():
-        if row.get("status") != "failed":
+        if row.status != TableStatus.FAILED:
             continue
         if marked_at_ms.get(table) == now_ms:
             out.append(Alert("uncleanable", table, f"table {table} is now marked uncleanable: it is skipped until "
-                             f"an operator clears it (lakecleaner clear-uncleanable {table}). Last error: {row.get('error')}",
-                             {"failed_step": row.get("failed_step"), "error": row.get("error")}))
-        if row.get("failed_step") == "validate":
-            out.append(Alert("quality_failed", table, str(row.get("error")), {"error": row.get("error")}))
+                             f"an operator clears it (lakecleaner clear-uncleanable {table}). Last error: {row.error}",
+                             {"failed_step": row.failed_step and str(row.failed_step), "error": row.error}))
+        if row.failed_step == Step.VALIDATE:
+            out.append(Alert("quality_failed", table, str(row.error), {"error": row.error}))
     for e in evaluations:
-        delay = int(e.get("max_compaction_delay_ms") or 0)
-        lag = e.get("max_compaction_lag_ms")
-        if lag is None or delay <= 0 or rows.get(e["table"], {}).get("status") == "ok":
+        delay = int(e.max_compaction_delay_ms or 0)
+        lag = e.max_compaction_lag_ms
+        row = rows.get(e.table)
+        if lag is None or delay <= 0 or (row is not None and row.status == TableStatus.OK):
             continue
-        outcome = rows.get(e["table"], {}).get("status") or e.get("status")
-        out.append(Alert("compaction_lag", e["table"],
-                         f"table {e['table']}: dirty data is {delay / 1000:.0f} s past max.compaction.lag.ms "
+        outcome = str(row.status if row is not None else e.status)
+        out.append(Alert("compaction_lag", e.table,
+                         f"table {e.table}: dirty data is {delay / 1000:.0f} s past max.compaction.lag.ms "
                          f"({lag} ms) and this run did not compact it ({outcome})",
                          {"max_compaction_delay_ms": delay, "max_compaction_lag_ms": lag, "outcome": outcome}))
     return out

@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 from enum import StrEnum
-from typing import Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import ConfigDict, TypeAdapter
+from pydantic import ConfigDict, Field, Strict, TypeAdapter
 from pydantic.dataclasses import dataclass
 
 _RECORD = ConfigDict(extra="ignore")  # a document may carry keys a later (or an edited) version added
@@ -197,7 +197,7 @@ HISTORY_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in HISTORY_COLUMNS)
 class ApplicationPlan(_Record):
     """One Spark application of a run as the evaluate task tells the late tasks: ids and figures,
     no path (they derive the report's from the run id and ``index``)."""
-    index: int
+    index: Annotated[int, Strict(), Field(ge=0)]  # only an index names a report (XCom can be edited)
     tables: tuple[str, ...]
     priorities: tuple[int, ...]
     work_bytes: int = 0
@@ -221,6 +221,12 @@ class TableOutcome(_Record):
     steps: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # step -> its result document
     step_ms: dict[str, int] = dataclasses.field(default_factory=dict)
     duration_ms: int = 0
+
+    def to_dict(self) -> dict:
+        """The report's entry: each step's result as the step returned it (the document's writer
+        renders what JSON lacks, as it always has)."""
+        return {**_adapter(TableOutcome).dump_python(self, mode="json", exclude={"steps"}),
+                "steps": {step: dict(result) for step, result in self.steps.items()}}
 
     def as_dict(self) -> dict:
         return self.to_dict()

@@ -7,12 +7,15 @@ from __future__ import annotations
 import logging
 import re
 import time
-from dataclasses import dataclass
-from typing import Iterable
+from dataclasses import dataclass, fields, replace
+from typing import Iterable, Mapping
 
 from lakecleaner.core.config import DEFAULT_INTERVAL_MS, LakecleanerConfig, is_compacted
 from lakecleaner.core.evaluate import Evaluation, cleaning_order, evaluate_table
 from lakecleaner.core.metadata import ManifestStatsCache, MetadataReader
+from lakecleaner.core.records import (LEFT_FOR_NEXT_RUN, NOTEWORTHY, ApplicationPlan, ApplicationReport,
+                                      EvaluationStatus, NotRun, RecordedOutcome, RunFigures, RunVerdict, Step,
+                                      TableStatus, TableVerdict)
 from lakecleaner.core.state import NAME_MAX, StateStore, TableState, shortened, write_document
 
 log = logging.getLogger("lakecleaner")
@@ -35,16 +38,17 @@ def evaluate_all(cfg: LakecleanerConfig, tables: Iterable[str] | None = None, no
         try:
             meta = reader.read(name)
         except Exception as exc:  # noqa: BLE001 - one unreadable table must not stop the others
-            out.append(Evaluation(name, "unreadable", f"table {name}: cannot read metadata: {type(exc).__name__}: {exc}"))
+            out.append(Evaluation(name, EvaluationStatus.UNREADABLE,
+                                  f"table {name}: cannot read metadata: {type(exc).__name__}: {exc}"))
             continue
         if not is_compacted(meta.properties):
             if requested:
-                out.append(Evaluation(name, "invalid config", f"table {name}: cleanup.policy is not compact"))
+                out.append(Evaluation(name, EvaluationStatus.INVALID_CONFIG, f"table {name}: cleanup.policy is not compact"))
             continue
         try:
             uncleanable = store.uncleanable_reason(name)
         except Exception as exc:  # noqa: BLE001 - its uncleanable mark is unknown: not cleaned, said so
-            out.append(Evaluation(name, "unreadable", str(exc) if str(exc).startswith(f"table {name}")
+            out.append(Evaluation(name, EvaluationStatus.UNREADABLE, str(exc) if str(exc).startswith(f"table {name}")
                                   else f"table {name}: cannot read cleaner state: {type(exc).__name__}: {exc}"))
             continue
         out.append(_evaluated(meta, now_ms, cfg, uncleanable))
@@ -62,7 +66,7 @@ def _evaluated(meta, now_ms: int, cfg: LakecleanerConfig, uncleanable: str | Non
     except Exception as exc:  # noqa: BLE001 - one table's failure must not stop the others
         from lakecleaner.core.table import first_line
 
-        return Evaluation(meta.table, "unreadable",
+        return Evaluation(meta.table, EvaluationStatus.UNREADABLE,
                           f"table {meta.table}: cannot evaluate: {type(exc).__name__}: {first_line(exc)[:300]}")
 
 
@@ -154,6 +158,11 @@ class Application:
         """How Airflow names the application's task instance: its tables, shortened past LABEL_MAX."""
         return table_label(self.tables)
 
+    def planned(self, now_ms: int) -> ApplicationPlan:
+        """What the late tasks are told of it (XCom): ids and figures, no path."""
+        return ApplicationPlan(index=self.index, tables=tuple(self.tables), priorities=tuple(j.priority for j in self.jobs),
+                               work_bytes=self.work_bytes, now_ms=now_ms)
+
 
 LABEL_MAX = 200  # Airflow keeps 250 characters of a rendered map index
 
@@ -167,13 +176,6 @@ def table_label(tables: list[str]) -> str:
             return ", ".join(shown) + f" +{len(tables) - len(shown)} more"
         shown.append(table)
     return ", ".join(shown)
-
-
-def tables_of_label(label: str) -> tuple[list[str], int]:
-    """The tables a label names, and how many more it left out (the reverse of ``table_label``)."""
-    named, _, more = label.partition(" +")
-    count = int(more.removesuffix(" more")) if more.endswith(" more") and more[:-5].isdigit() else 0
-    return [t.strip() for t in named.split(",") if t.strip()], count
 
 
 def pack(jobs: list[Job], threads: int) -> list[Application]:
@@ -198,7 +200,7 @@ def plan(evaluations: list[Evaluation], only: Iterable[str] = (), force: bool = 
     pool = [e for e in evaluations if not only or e.table in only]
     chosen = cleaning_order(pool)
     if force:
-        extra = [e for e in pool if e.status == "not eligible"]
+        extra = [e for e in pool if e.status == EvaluationStatus.NOT_ELIGIBLE]
         chosen += sorted(extra, key=lambda e: (-e.must_clean_ratio, -e.dirty_ratio, e.table))
     return [Job(e.table, i + 1, e.reason if e.eligible else "forced", expected_work(e)) for i, e in enumerate(chosen)]
 
@@ -211,7 +213,7 @@ def plan_rows(evaluations: list[Evaluation]) -> list[dict]:
     return sorted(rows, key=lambda r: (r["plan_rank"] is None, r["plan_rank"] or 0))
 
 
-def record_outcome(cfg: LakecleanerConfig, table: str, ok: bool, error: str, now_ms: int) -> dict:
+def record_outcome(cfg: LakecleanerConfig, table: str, ok: bool, error: str, now_ms: int) -> RecordedOutcome:
     """After each job: reset or count failures; the Nth failure in a row marks the table uncleanable.
     ``now_ms`` is the run's now (its interval end), the clock every figure of the run is read on."""
     store = StateStore(cfg)
@@ -220,19 +222,18 @@ def record_outcome(cfg: LakecleanerConfig, table: str, ok: bool, error: str, now
     if state.uncleanable and not ok:
         log.error("lakecleaner: table %s marked uncleanable after %d failures in a row: %s",
                   table, state.consecutive_failures, state.last_error)
-    return {"table": table, "ok": ok, "consecutive_failures": state.consecutive_failures,
-            "uncleanable": state.uncleanable}
+    return RecordedOutcome(table=table, ok=ok, consecutive_failures=state.consecutive_failures,
+                           uncleanable=state.uncleanable)
 
 
-def alert(table: str, outcome: dict) -> None:
+def alert(table: str, outcome: RecordedOutcome) -> None:
     """The log line of a table's counted cleaning failure (in the cleaning application, or by the DAG
-    when an application died). ``outcome`` is ``record_outcome``'s result plus ``error``. The
+    when an application died). ``outcome`` is ``record_outcome``'s, with the ``error``. The
     notifications go out from the DAG's summary (lakecleaner.airflow.notify), which has Airflow and reads
     the same recorded facts, so an application that died alerts as well."""
-    level = logging.ERROR if outcome.get("uncleanable") else logging.WARNING
-    log.log(level, "lakecleaner: cleaning of %s failed (%d in a row%s): %s", table,
-            outcome.get("consecutive_failures", 0), ", now marked uncleanable" if outcome.get("uncleanable") else "",
-            outcome.get("error", ""))
+    level = logging.ERROR if outcome.uncleanable else logging.WARNING
+    log.log(level, "lakecleaner: cleaning of %s failed (%d in a row%s): %s", table, outcome.consecutive_failures,
+            ", now marked uncleanable" if outcome.uncleanable else "", outcome.error or "")
 
 
 # ---------------------------------------------------------------- what the Airflow DAG needs (no Airflow here)
@@ -259,11 +260,18 @@ def run_directory(run_id: str) -> str:
     return name if len(name) <= NAME_MAX else shortened(name)
 
 
-def planned_applications(apps: list[Application], now_ms: int) -> list[dict]:
+def planned_applications(apps: list[Application], now_ms: int) -> list[ApplicationPlan]:
     """What ``evaluate`` tells the late tasks (XCom) about each application: ids and figures, no
     path (they take the config from the environment and the reports from ``report_name``)."""
-    return [{"index": a.index, "tables": a.tables, "priorities": [j.priority for j in a.jobs],
-             "work_bytes": a.work_bytes, "now_ms": now_ms} for a in apps]
+    return [a.planned(now_ms) for a in apps]
+
+
+def read_report(cfg: LakecleanerConfig, run_id: str, index: int) -> ApplicationReport | None:
+    """Application ``index``'s report in this run (None: it wrote none), named from the run id."""
+    from lakecleaner.core.state import read_document
+
+    doc = read_document(cfg, report_name(run_id, index))
+    return None if doc is None else ApplicationReport.from_dict(doc)
 
 
 def clean_args(app: Application, config_path: str, now_ms: int, *, run_name: str, interval_ms: int,
@@ -306,74 +314,141 @@ def run_history(cfg: LakecleanerConfig, now_ms: int | None = None, tables: Itera
     return read_history(cfg, None, None, now_ms=now_ms, tables=tables, newest_first=False)
 
 
-NOTEWORTHY = ("invalid config", "invalid checkpoint", "unreadable", "uncleanable")
-FIGURES = ("records_read", "records_kept", "removed_superseded", "removed_expired_tombstones", "quarantined",
-           "bytes_read", "bytes_written", "duration_ms")
-
-
-def table_outcomes(app: dict, report: dict | None, task_state: str | None) -> list[dict]:
+def table_outcomes(app: ApplicationPlan, report: ApplicationReport | None,
+                   task_state: str | None) -> list[TableVerdict]:
     """Each table of one application as its report says: ok, failed or deferred; the table it was
     cleaning when it died failed; tables it never reached were not run."""
-    report = report or {}
-    done = {o["table"]: o for o in report.get("outcomes", [])}
-    died = task_state not in (None, "success") and not report.get("finished")
+    report = report or ApplicationReport()
+    died = task_state not in (None, "success") and not report.finished
     out = []
-    for table in app["tables"]:
-        if table in done:
-            o = done[table]
-            out.append({"table": table, "status": o["status"], "failed_step": o.get("failed_step"),
-                        "error": o.get("error")})
-        elif died and table in (report.get("in_progress") or []):
-            out.append({"table": table, "status": "failed", "failed_step": "application",
-                        "error": f"table {table}: the Spark application died while cleaning it (task {task_state})"})
+    for table, priority in zip(app.tables, app.priorities):
+        row = TableVerdict(table=table, status=TableStatus.NOT_RUN, priority=priority, application=app.index)
+        done = report.outcome(table)
+        if done is not None:
+            row = replace(row, status=done.status, failed_step=done.failed_step, error=done.error)
+        elif died and table in report.in_progress:
+            row = replace(row, status=TableStatus.FAILED, failed_step=Step.APPLICATION,
+                          error=f"table {table}: the Spark application died while cleaning it (task {task_state})")
         else:
             reason = ("the Spark application ended before reaching it" if died or task_state
                       else "the Spark application did not run")
-            out.append({"table": table, "status": "not run", "failed_step": None,
-                        "error": f"{reason} (task {task_state or 'not started'})"})
+            row = replace(row, error=f"{reason} (task {task_state or 'not started'})")
+        out.append(row)
     return out
 
 
-def summarize(evaluations: list[dict], applications: list[dict], reports: dict[int, dict | None],
-              states: dict[str, str | None], history: list[dict] = ()) -> dict:
+def summarize(evaluations: list[Evaluation], applications: list[ApplicationPlan],
+              reports: Mapping[int, ApplicationReport | None], states: Mapping[str, str | None],
+              history: list[dict] = ()) -> RunVerdict:
     """What one scheduler run did, per planned table (its application, outcome and run-history
     figures), plus the tables not run for a reason an operator must see. ``states`` maps
     "clean_<i>" to the task state of application i. ``failed`` lists every table whose chain failed;
     ``failed_applications`` every application that did not end well (one that never started fails
     the run although none of its tables failed)."""
-    latest = {r["table_name"]: r for r in history}  # oldest first, so the last row of a table wins
-    tables, failed_apps = [], []
-    for app in applications:
-        state = states.get(f"clean_{app['index']}")
-        if state != "success":
-            failed_apps.append(app["index"])
-        for priority, row in zip(app["priorities"], table_outcomes(app, reports.get(app["index"]), state)):
-            row.update(priority=priority, application=app["index"])
-            hist = latest.get(row["table"])
-            if hist:
-                row.update({"run": hist.get("status"), **{k: hist.get(k) for k in FIGURES}})
-            tables.append(row)
-    tables.sort(key=lambda r: r["priority"])
+    latest = {r["table_name"]: RunFigures.of_history(r) for r in history}  # oldest first: the last row wins
+    tables = sorted((replace(row, figures=latest.get(row.table))
+                     for app in applications for row in table_outcomes(app, reports.get(app.index), states.get(app.task))),
+                    key=lambda r: r.priority)
     # A corrupt checkpoint is a failure of that table (nothing can clean it until an operator
     # looks), not a config choice: it fails the run as a failed chain does.
-    failed = [r["table"] for r in tables if r["status"] == "failed"] + [
-        e["table"] for e in evaluations or [] if e["status"] == "invalid checkpoint"]
-    deferred = [r["table"] for r in tables if r["status"] in ("deferred", "not run")]
-    not_run = [{"table": e["table"], "status": e["status"], "reason": e["reason"]}
-               for e in evaluations or [] if e["status"] in NOTEWORTHY]
-    lines = [f"lakecleaner: {len(tables)} table(s) planned in {len(applications)} application(s), "
-             f"{len(failed)} failed, {len(deferred)} left for the next run"]
-    for row in tables:
-        figures = "" if "run" not in row else (
-            f" run={row['run']} read={row['records_read']} kept={row['records_kept']}"
-            f" superseded={row['removed_superseded']} tombstones={row['removed_expired_tombstones']}")
-        error = f" {row['failed_step'] or ''}: {row['error']}" if row["status"] != "ok" and row.get("error") else ""
-        lines.append(f"  #{row['priority']} {row['table']} (application {row['application']}): "
-                     f"{row['status']}{figures}{error}")
-    for row in not_run:
-        lines.append(f"  not run: {row['table']} ({row['status']}): {row['reason']}")
-    return {"tables": tables, "not_run": not_run, "failed": failed, "deferred": deferred,
-            "failed_applications": failed_apps, "text": "\n".join(lines)}
+    failed = [r.table for r in tables if r.status == TableStatus.FAILED] + [
+        e.table for e in evaluations if e.status == EvaluationStatus.INVALID_CHECKPOINT]
+    verdict = RunVerdict(
+        tables=tuple(tables), failed=tuple(failed),
+        not_run=tuple(NotRun(table=e.table, status=e.status, reason=e.reason) for e in evaluations
+                      if e.status in NOTEWORTHY),
+        deferred=tuple(r.table for r in tables if r.status in LEFT_FOR_NEXT_RUN),
+        failed_applications=tuple(a.index for a in applications if states.get(a.task) != "success"))
+    return replace(verdict, text=_account(verdict, len(applications)))
+
+
+def _account(verdict: RunVerdict, applications: int) -> str:
+    """The run's verdict as the summary task logs it: one line per planned table, then the not run."""
+    lines = [f"lakecleaner: {len(verdict.tables)} table(s) planned in {applications} application(s), "
+             f"{len(verdict.failed)} failed, {len(verdict.deferred)} left for the next run"]
+    for row in verdict.tables:
+        f = row.figures
+        figures = "" if f is None else (f" run={f.run} read={f.records_read} kept={f.records_kept}"
+                                        f" superseded={f.removed_superseded} tombstones={f.removed_expired_tombstones}")
+        error = f" {row.failed_step or ''}: {row.error}" if row.status != TableStatus.OK and row.error else ""
+        lines.append(f"  #{row.priority} {row.table} (application {row.application}): {row.status}{figures}{error}")
+    lines += [f"  not run: {n.table} ({n.status}): {n.reason}" for n in verdict.not_run]
+    return "\n".join(lines)
+
+
+def evaluations_of(rows: Iterable[Mapping]) -> list[Evaluation]:
+    """Evaluation.as_dict rows (the evaluate task's XCom) as Evaluations again."""
+    names = {f.name for f in fields(Evaluation)}
+    return [Evaluation(**{k: v for k, v in row.items() if k in names}) for row in rows]
+
+
+# ---------------------------------------------------------------- one run, as the DAG's tasks call it
+@dataclass(frozen=True)
+class RunPlan:
+    """What the evaluate task decided: every table's evaluation, the jobs in plan order, and the
+    applications they are packed into."""
+    now_ms: int
+    evaluations: tuple[Evaluation, ...]
+    jobs: tuple[Job, ...]
+    applications: tuple[Application, ...]
+
+    def planned(self) -> list[ApplicationPlan]:
+        return planned_applications(list(self.applications), self.now_ms)
+
+
+def plan_run(cfg: LakecleanerConfig, now_ms: int, *, tables: Iterable[str] = (), force: bool = False,
+             clear_uncleanable: Iterable[str] = ()) -> RunPlan:
+    """One run's evaluate step: clear the marks an operator asked to, evaluate every compacted
+    table, record the evaluation for the UI, and plan and pack the tables to clean."""
+    from lakecleaner.core.evaluate import format_table
+
+    for table in clear_uncleanable:
+        try:
+            StateStore(cfg).clear(table)
+        except ValueError as exc:  # a bad name in the param: said, and the run goes on
+            log.error("lakecleaner: clear_uncleanable: %s", exc)
+            continue
+        log.info("lakecleaner: %s is no longer marked uncleanable", table)
+    evaluations = evaluate_all(cfg, None, now_ms)
+    log.info("lakecleaner: evaluation at now_ms=%d\n%s", now_ms, format_table(evaluations))
+    unknown = set(tables) - {e.table for e in evaluations}
+    if unknown:
+        log.warning("lakecleaner: requested tables not found among compacted tables: %s", ", ".join(sorted(unknown)))
+    jobs = plan(evaluations, tables, force)
+    apps = pack(jobs, cfg.cleaner.threads)
+    log.info("lakecleaner: %d table(s) to clean in %d application(s), in this order: %s", len(jobs), len(apps),
+             ", ".join(j.table for j in jobs))
+    try:  # what the Lake Cleaner page presents (it never re-evaluates on a request)
+        record_evaluation(cfg, evaluations, now_ms)
+    except Exception as exc:  # noqa: BLE001 - the page then says how old its evaluation is; cleaning goes on
+        log.warning("lakecleaner: cannot record the evaluation for the UI: %s", exc)
+    return RunPlan(now_ms, tuple(evaluations), tuple(jobs), tuple(apps))
+
+
+def finish_run(cfg: LakecleanerConfig, run_id: str, evaluations: list[Evaluation], applications: list[ApplicationPlan],
+               states: Mapping[str, str | None], now_ms: int) -> RunVerdict:
+    """One run's summary step: each planned table's outcome from its application's report (named
+    from the run id and the application's index, never a path from XCom) and task state, with its
+    run-history figures of this interval."""
+    history: list[dict] = []
+    if applications:
+        try:
+            history = run_history(cfg, now_ms, [t for a in applications for t in a.tables])
+        except Exception as exc:  # noqa: BLE001 - figures are a courtesy; the reports decide
+            log.warning("lakecleaner: cannot read run history: %s", exc)
+    return summarize(evaluations, applications, read_reports(cfg, run_id, applications), states, history)
+
+
+def read_reports(cfg: LakecleanerConfig, run_id: str,
+                 applications: Iterable[ApplicationPlan]) -> dict[int, ApplicationReport | None]:
+    """Each application's report, by index; an unreadable one is left out, said so."""
+    reports = {}
+    for app in applications:
+        try:
+            reports[app.index] = read_report(cfg, run_id, app.index)
+        except Exception as exc:  # noqa: BLE001 - the application's tables then show as not run
+            log.warning("lakecleaner: cannot read an application's report: %s", exc)
+    return reports
 
 
 def table_states(cfg: LakecleanerConfig, tables: Iterable[str]) -> dict[str, TableState]:

@@ -24,14 +24,17 @@ import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from dataclasses import dataclass, replace
+from typing import Callable
 
 from lakecleaner.core.config import DEFAULT_INTERVAL_MS, ConfigError, LakecleanerConfig
+from lakecleaner.core.records import (CLEANING_STEPS, NOT_COUNTED, ApplicationReport, QualityStatus, RunStatus, Step,
+                                      TableOutcome, TableStatus)
 from lakecleaner.core.submit import format_result
 
-STEPS = ("compact", "maintain", "validate")
-CLEANING_STEPS = ("compact", "maintain")  # a failure here counts towards the uncleanable mark
+__all__ = ["CLEANING_STEPS", "STEPS", "BatchRequest", "TableOutcome", "clean_tables", "job_main", "result_line"]
+
+STEPS = (Step.COMPACT, Step.MAINTAIN, Step.VALIDATE)
 SECTION = "=" * 12
 
 
@@ -48,29 +51,6 @@ class BatchRequest:
     budget_s: float | None = None  # no new table is started after this many seconds
     record_outcomes: bool = False  # count failures, mark uncleanable, alert (the scheduler's chain)
     report: str | None = None  # document (under the state root) kept up to date as tables finish
-
-
-@dataclass
-class TableOutcome:
-    """One table's result in a batch: ok, failed (at ``failed_step``) or deferred to the next run."""
-
-    table: str
-    # ok | failed | deferred | yielded (another writer committed first, nothing committed) | skipped
-    # (already cleaned as of a later now: a backfill of an earlier interval takes nothing)
-    status: str
-    failed_step: str | None = None
-    error: str | None = None
-    steps: dict[str, Any] = field(default_factory=dict)  # step -> what it returned
-    step_ms: dict[str, int] = field(default_factory=dict)  # step -> how long it took
-    duration_ms: int = 0
-
-    @property
-    def cleaned(self) -> bool:
-        """The cleaning itself (compaction and maintenance) succeeded; validation may still fail."""
-        return self.status == "ok" or self.failed_step not in CLEANING_STEPS
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def clean_tables(spark, cfg: LakecleanerConfig, request: BatchRequest,
@@ -183,7 +163,7 @@ class _BatchRun:
             outcome = _clean_one(spark, self.cfg, table, self.request, suites)
             if self.request.record_outcomes:
                 _record(self.cfg, outcome, self.request.now_ms, self.emit)
-            alive = outcome.status == "ok" or _spark_alive(spark)
+            alive = outcome.status == TableStatus.OK or _spark_alive(spark)
             self._done(outcome, alive)
 
     def _take(self) -> str | None:
@@ -221,7 +201,8 @@ class _BatchRun:
             if rest:
                 reason = self.stopped or "the application stopped before reaching it"
                 self.emit(f"lakecleaner: {reason}: {', '.join(rest)}")
-                self.outcomes.update({t: TableOutcome(t, "deferred", error=reason) for t in rest})
+                self.outcomes.update({t: TableOutcome(table=t, status=TableStatus.DEFERRED, error=reason)
+                                      for t in rest})
             self._report()
 
     def ordered(self) -> list[TableOutcome]:
@@ -239,10 +220,10 @@ class _BatchRun:
                       f"{type(exc).__name__}: {exc}")
 
     def _report_document(self) -> dict:
-        return {
-            "tables": list(self.request.tables), "now_ms": self.request.now_ms, "in_progress": list(self.in_flight),
-            "finished": not self.in_flight and (self.next >= len(self.request.tables) or self.stopped is not None),
-            "outcomes": [o.as_dict() for o in self.ordered()]}
+        return ApplicationReport(
+            tables=self.request.tables, now_ms=self.request.now_ms, in_progress=tuple(self.in_flight),
+            finished=not self.in_flight and (self.next >= len(self.request.tables) or self.stopped is not None),
+            outcomes=tuple(self.ordered())).to_dict()
 
 
 def started_line(table: str, position: int, total: int) -> str:
@@ -282,13 +263,15 @@ def _clean_one(spark, cfg: LakecleanerConfig, table: str, request: BatchRequest,
     from lakecleaner.spark.maintenance import maintain_table
 
     started = time.monotonic()
-    outcome = TableOutcome(table, "ok")
+    status, failed_step, error = TableStatus.OK, None, None
+    steps: dict[str, dict] = {}
+    step_ms: dict[str, int] = {}
     for step in request.steps:
         step_started = time.monotonic()
         try:
-            if step == "compact":
+            if step == Step.COMPACT:
                 result = compact_table(spark, cfg, table, now_ms=request.now_ms, dry_run=request.dry_run)
-            elif step == "maintain":
+            elif step == Step.MAINTAIN:
                 result = ({"table": table, "status": "skipped", "reason": "dry run"} if request.dry_run
                           else maintain_table(spark, cfg, table, now_ms=request.now_ms))
             else:
@@ -297,18 +280,18 @@ def _clean_one(spark, cfg: LakecleanerConfig, table: str, request: BatchRequest,
             yielded = exc if isinstance(exc, ConcurrentCommitError) else conflict_error(
                 TableRef.parse(table, cfg.catalog.name), exc)
             if yielded is not None:  # another run has the table (a maintenance's rewrite too): not a failure
-                outcome.status, outcome.failed_step, outcome.error = "yielded", step, str(yielded)[:2000]
+                status, failed_step, error = TableStatus.YIELDED, step, str(yielded)[:2000]
             else:
-                outcome.status, outcome.failed_step, outcome.error = "failed", step, failure_message(table, step, exc)
+                status, failed_step, error = TableStatus.FAILED, step, failure_message(table, step, exc)
             break
         finally:
-            outcome.step_ms[step] = int((time.monotonic() - step_started) * 1000)
-        outcome.steps[step] = result
-        if step == "compact" and result.get("status") == "skipped":  # the rest would judge an earlier time
-            outcome.status, outcome.error = "skipped", result.get("reason")
+            step_ms[step] = int((time.monotonic() - step_started) * 1000)
+        steps[step] = result
+        if step == Step.COMPACT and result.get("status") == RunStatus.SKIPPED:  # the rest would judge an earlier time
+            status, error = TableStatus.SKIPPED, result.get("reason")
             break
-    outcome.duration_ms = int((time.monotonic() - started) * 1000)
-    return outcome
+    return TableOutcome(table=table, status=status, failed_step=failed_step, error=error, steps=steps, step_ms=step_ms,
+                        duration_ms=int((time.monotonic() - started) * 1000))
 
 
 def failure_message(table: str, step: str, exc: BaseException) -> str:
@@ -326,7 +309,7 @@ def _record(cfg: LakecleanerConfig, outcome: TableOutcome, now_ms: int, emit) ->
     """Count the table's cleaning failure (or reset the count), and alert on a failure."""
     from lakecleaner.core.scheduler import alert, record_outcome
 
-    if outcome.status in ("deferred", "yielded", "skipped"):  # not this table's failure, nor a success
+    if outcome.status in NOT_COUNTED:  # not this table's failure, nor a success
         return
     try:
         recorded = record_outcome(cfg, outcome.table, outcome.cleaned, "" if outcome.cleaned else outcome.error, now_ms)
@@ -334,7 +317,7 @@ def _record(cfg: LakecleanerConfig, outcome: TableOutcome, now_ms: int, emit) ->
         emit(f"lakecleaner: could not record the outcome of {outcome.table}: {type(exc).__name__}: {exc}")
         return
     if not outcome.cleaned:
-        alert(outcome.table, {**recorded, "error": outcome.error})
+        alert(outcome.table, replace(recorded, error=outcome.error))
 
 
 def _spark_alive(spark) -> bool:
@@ -348,14 +331,14 @@ def _spark_alive(spark) -> bool:
 def result_line(outcome: TableOutcome, steps: tuple[str, ...]) -> dict:
     """What a job prints for a table: a single step's own result (today's output of `lakecleaner
     compact` / `validate`), else the whole outcome."""
-    if len(steps) == 1 and outcome.status in ("ok", "skipped"):  # skipped: the step's result says why
+    if len(steps) == 1 and outcome.status in (TableStatus.OK, TableStatus.SKIPPED):  # skipped: its result says why
         result = {**outcome.steps[steps[0]], "table": outcome.table}
-        if steps[0] == "validate":
-            result["status"] = "passed" if result.get("success") else "failed"
+        if steps[0] == Step.VALIDATE:
+            result["status"] = QualityStatus.of(bool(result.get("success")))
         return result
     line = {"table": outcome.table, "status": outcome.status, "error": outcome.error}
     if len(steps) == 1:
-        return {**line, "success": False} if steps[0] == "validate" else line
+        return {**line, "success": False} if steps[0] == Step.VALIDATE else line
     return {**line, "failed_step": outcome.failed_step, "duration_ms": outcome.duration_ms,
             "step_ms": outcome.step_ms, **outcome.steps}
 
@@ -400,7 +383,7 @@ def job_main(steps: tuple[str, ...], argv: list[str] | None = None) -> int:
         cfg = job_config(args.config)
     except ConfigError as exc:
         for table in args.tables:
-            print(format_result({"table": table, "status": "failed", "error": str(exc)}), flush=True)
+            print(format_result({"table": table, "status": TableStatus.FAILED, "error": str(exc)}), flush=True)
         return 2
     request = BatchRequest(tuple(args.tables), int(args.now_ms if args.now_ms is not None else time.time() * 1000),
                            steps, args.dry_run, args.run_name, args.interval_ms, args.budget_s,
@@ -415,5 +398,5 @@ def job_main(steps: tuple[str, ...], argv: list[str] | None = None) -> int:
             _maintain_own_tables(spark, cfg, request.now_ms, emit)
     finally:
         spark.stop()
-    return 1 if any(o.status == "failed" for o in outcomes) else 0
+    return 1 if any(o.status == TableStatus.FAILED for o in outcomes) else 0
 
