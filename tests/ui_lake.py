@@ -58,8 +58,10 @@ NOWHERE_DAG, RETIRED_DAG, PLAIN_DAG = "lakecleaner_nowhere", "lakecleaner_retire
 # Users besides SimpleAuthManager's admin and viewer (both read every DAG): shop_viewer may read
 # SHOP_DAG only, nobody no DAG at all (tests/ui_auth.py).
 DAG_ACCESS = {"shop_viewer": (SHOP_DAG,), "nobody": ()}
-# The rendered map indexes of SHOP_DAG's mapped "clean" instances 0..3 in its one run: one table each,
-# a name that is no table of the lake, an application's several tables (scheduler.table_label).
+# SHOP_DAG's mapped "clean" instances 0..3 in its one run, each an application whose report names its
+# tables: one table each, a name that is no table of the lake, several tables (two the lake does not
+# know), rendered as scheduler.table_label does (the tab reads the report, not the label).
+APPLICATIONS = ((ORDERS,), (PRICES,), ("nowhere.gone",), (ORDERS, PRICES, "shop.gone_a", "shop.gone_b"))
 LABELS = (ORDERS, PRICES, "nowhere.gone", f"{ORDERS}, {PRICES} +2 more")
 
 DAGS_FILE = """
@@ -128,6 +130,16 @@ with create_session() as session:
         ti._rendered_map_index = label  # what the task runner records from the task's map_index_template
         session.add(ti)
     run_id = run.run_id
+
+import sys
+from lakecleaner.core.config import load_config
+from lakecleaner.core.records import ApplicationReport
+from lakecleaner.core.scheduler import report_name
+from lakecleaner.core.state import write_document
+
+shop = load_config(sys.argv[1])
+for index, tables in enumerate({[list(a) for a in APPLICATIONS]!r}):
+    write_document(shop, report_name(run_id, index), ApplicationReport(tables=tuple(tables), finished=True).to_dict())
 distributions = [str(getattr(d, "_path", d)) for d in importlib.metadata.distributions()
                  if (d.metadata["Name"] or "").lower() == "lakecleaner"
                  and any(e.group == "airflow.plugins" for e in d.entry_points)]
@@ -275,7 +287,7 @@ class ApiServer:
         airflow = [sys.executable, "-m", "airflow"]
         migrate = subprocess.run([*airflow, "db", "migrate"], env=self.env, capture_output=True, text=True)
         assert migrate.returncode == 0, migrate.stdout[-3000:] + migrate.stderr[-3000:]
-        setup = subprocess.run([sys.executable, "-c", SETUP], env=self.env, capture_output=True, text=True)
+        setup = subprocess.run([sys.executable, "-c", SETUP, str(self.configs[SHOP_DAG])], env=self.env, capture_output=True, text=True)
         marked = [line for line in setup.stdout.splitlines() if line.startswith("UI-SETUP ")]
         assert setup.returncode == 0 and marked, setup.stdout[-3000:] + setup.stderr[-3000:]
         facts = json.loads(marked[-1].removeprefix("UI-SETUP "))

@@ -499,7 +499,7 @@ def test_task_instance_view_leads_from_a_mapped_job_to_its_table(api_server, cli
         resp = client.get(f"{base}/{index}")
         assert resp.status_code == 303 and resp.headers["location"] == f"{P}/dags/{SHOP_DAG}/tables/{table}"
     assert "names no compacted table" in client.get(f"{base}/2").text  # rendered "nowhere.gone"
-    packed = client.get(f"{base}/3")  # an application's instance: "shop.orders, shop.prices +2 more"
+    packed = client.get(f"{base}/3")  # an application whose report names two tables the lake knows, two it does not
     assert packed.status_code == 200 and "cleaned these tables, in this order" in packed.text
     assert packed.text.index(f'href="{P}/dags/{SHOP_DAG}/tables/{ORDERS}"') < packed.text.index(
         f'href="{P}/dags/{SHOP_DAG}/tables/{PRICES}"')

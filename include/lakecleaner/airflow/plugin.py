@@ -500,23 +500,55 @@ def docs(request: Request, dag_id: str, path: str):
 @app.get("/ti/{dag_id}/{run_id}/{task_id}/{map_index}", name="task_instance",
          dependencies=[can_read_dag, can_read_task_instances])
 def task_instance(request: Request, dag_id: str, run_id: str, task_id: str, map_index: str):
-    """The task-instance tab: a lakecleaner application's rendered map index names its tables (one
-    table: its page; several: a link to each), in the DAG's own config."""
+    """The task-instance tab: a lakecleaner application's tables, as its report (or, before it
+    wrote one, the run's plan) records them (one table: its page; several: a link to each), in the
+    DAG's own config."""
     from lakecleaner.airflow.dashboard import evaluated_tables, valid_table_name
-    from lakecleaner.core.scheduler import tables_of_label
 
     cfg = _config(_lake(dag_id))
     rendered = rendered_map_index(dag_id, run_id, task_id, map_index)
-    names, more = tables_of_label(rendered or "")
+    names = application_tables(cfg, dag_id, run_id, task_id, int(map_index)) if rendered is not None else ()
     known = _recorded(lambda: {"tables": evaluated_tables(cfg)})["tables"]
     tables = [t for t in names if valid_table_name(t) and t in known]
-    if len(names) == 1 and tables and not more:
+    more = len(names) - len(tables)
+    if len(names) == 1 and tables:
         return RedirectResponse(_path(request, "table_page", dag_id=dag_id, table=tables[0]),
                                 status_code=status.HTTP_303_SEE_OTHER)
     return render(request, "message.html", error=None, login=None, ti={
-        "task_id": task_id, "map_index": map_index, "dag_id": dag_id, "rendered": rendered, "more": more,
-        "index_href": _path(request, "dag_page", dag_id=dag_id),
+        "task_id": task_id, "map_index": map_index, "dag_id": dag_id, "rendered": rendered,
+        "more": more if tables else 0, "index_href": _path(request, "dag_page", dag_id=dag_id),
         "tables": [{"name": t, "href": _path(request, "table_page", dag_id=dag_id, table=t)} for t in tables]})
+
+
+def application_tables(cfg, dag_id: str, run_id: str, task_id: str, index: int) -> tuple[str, ...]:
+    """The tables application ``index`` of a run took: its report's (named from the run id, never
+    from XCom), else the evaluate task's plan of it; none for any other task."""
+    from lakecleaner.core.records import ApplicationPlan
+    from lakecleaner.core.scheduler import read_report
+
+    if task_id != "clean":
+        return ()
+    try:
+        report = read_report(cfg, run_id, index)
+    except Exception:  # noqa: BLE001 - an unreadable report: the plan still names the tables
+        report = None
+    if report is not None and report.tables:
+        return report.tables
+    try:
+        planned = [ApplicationPlan.from_dict(p) for p in _evaluate_xcom(dag_id, run_id, "applications") or []]
+    except (TypeError, ValueError):  # not what evaluate pushed (XCom can be edited): no tables
+        return ()
+    return next((p.tables for p in planned if p.index == index), ())
+
+
+def _evaluate_xcom(dag_id: str, run_id: str, key: str):
+    """What a run's evaluate task pushed under ``key`` (None: nothing)."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session(scoped=False) as session:
+        row = session.scalars(XComModel.get_many(run_id=run_id, dag_ids=dag_id, task_ids="evaluate", key=key)).first()
+        return XComModel.deserialize_value(row) if row is not None else None
 
 
 def rendered_map_index(dag_id: str, run_id: str, task_id: str, map_index: str) -> str | None:
