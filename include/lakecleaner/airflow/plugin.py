@@ -65,6 +65,7 @@ from airflow.api_fastapi.core_api.security import GetUserDep, get_user, requires
 from airflow.plugins_manager import AirflowPlugin
 
 from lakecleaner.airflow import deployment
+from lakecleaner.core.records import RunStatus
 
 log = logging.getLogger("lakecleaner")
 URL_PREFIX = "/lakecleaner"
@@ -345,7 +346,7 @@ def svg_chart(title: str, labels: Sequence[str], series: Sequence[dict], fmt: Ca
 def table_charts(view: dict) -> list[Chart]:
     runs = view["charted_runs"]
     labels = [(r["at"] or "")[5:19] for r in runs]  # MM-DD HH:MM:SS (UTC)
-    failed = [COLORS["failed"] if r["status"] == "failed" else None for r in runs]
+    failed = [COLORS["failed"] if r["status"] == RunStatus.FAILED else None for r in runs]
     charts = [
         svg_chart("Records removed per run, by reason", labels, [
             {"name": "superseded", "values": [r["removed_superseded"] for r in runs], "color": COLORS["superseded"]},
