@@ -59,6 +59,7 @@ from lakecleaner.airflow.operators import LakecleanerSubmitOperator
 from lakecleaner.airflow.provider import OPTION_DEFAULTS, SECTION
 from lakecleaner.core import scheduler
 from lakecleaner.core.config import ConfigError, LakecleanerConfig, load_config
+from lakecleaner.core.evaluate import Evaluation
 from lakecleaner.core.housekeeping import prune_documents
 from lakecleaner.core.records import ApplicationPlan, RunVerdict
 from lakecleaner.core.submit import job_path, operator_options
@@ -332,7 +333,8 @@ def summary(config: str | None, catalog_conn_id: str | None = None, **context) -
         raise AirflowFailException(failure)
 
 
-def _after_the_run(cfg: LakecleanerConfig, evaluations: list, verdict: RunVerdict, now_ms: int, context) -> list[str]:
+def _after_the_run(cfg: LakecleanerConfig, evaluations: list[Evaluation], verdict: RunVerdict, now_ms: int,
+                   context) -> list[str]:
     """Metrics, alerts and housekeeping after a run; the alerts that could not be sent."""
     ti = context["ti"]
     table_states = scheduler.table_states(cfg, [e.table for e in evaluations])
