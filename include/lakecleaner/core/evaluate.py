@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping
 
 from lakecleaner.core.config import (LONG_MAX, CHECKPOINT_PROPERTY, ConfigError, TableConfig, physical_deletion_bound, resolve_table)
+from lakecleaner.core.records import EvaluationStatus
 from lakecleaner.core.rules import Checkpoint, CheckpointError, log_ends
 
 MIXED = object()  # a data file holding several Kafka partitions
@@ -54,7 +55,7 @@ class TableMetadata:
 @dataclass
 class Evaluation:
     table: str
-    status: str  # eligible | not eligible | invalid config | invalid checkpoint | unreadable | uncleanable
+    status: EvaluationStatus
     reason: str
     strategy: str | None = None
     clean_bytes: int = 0
@@ -73,7 +74,7 @@ class Evaluation:
 
     @property
     def eligible(self) -> bool:
-        return self.status == "eligible"
+        return self.status == EvaluationStatus.ELIGIBLE
 
     def as_dict(self) -> dict:
         return {**asdict(self), "eligible": self.eligible}
@@ -113,17 +114,17 @@ def _physical_deletion(tc: TableConfig, refs: Iterable[RefSnapshot], now_ms: int
 def evaluate_table(meta: TableMetadata, now_ms: int, defaults: Mapping[str, Any] | None = None,
                    uncleanable_reason: str | None = None) -> Evaluation:
     if uncleanable_reason:
-        return Evaluation(meta.table, "uncleanable", uncleanable_reason)
+        return Evaluation(meta.table, EvaluationStatus.UNCLEANABLE, uncleanable_reason)
     try:
         tc: TableConfig = resolve_table(meta.table, meta.properties, meta.columns, defaults)
         ckpt = Checkpoint.from_json(meta.properties.get(CHECKPOINT_PROPERTY))
     except ConfigError as exc:
-        return Evaluation(meta.table, "invalid config", str(exc))
+        return Evaluation(meta.table, EvaluationStatus.INVALID_CONFIG, str(exc))
     except CheckpointError as exc:
-        return Evaluation(meta.table, "invalid checkpoint", f"table {meta.table}: {exc} ({CHECKPOINT_PROPERTY}; "
+        return Evaluation(meta.table, EvaluationStatus.INVALID_CHECKPOINT, f"table {meta.table}: {exc} ({CHECKPOINT_PROPERTY}; "
                                                              "fix or unset it to clean the table from its start)")
     if ckpt.later_than(now_ms):  # a backfill of an earlier interval: the engine would take nothing
-        return Evaluation(meta.table, "not eligible", f"already cleaned as of a later time (a run at now "
+        return Evaluation(meta.table, EvaluationStatus.NOT_ELIGIBLE, f"already cleaned as of a later time (a run at now "
                                                       f"{ckpt.as_of_ms}): a run of an earlier interval takes nothing",
                           strategy=tc.strategy, min_cleanable_dirty_ratio=tc.min_cleanable_dirty_ratio,
                           max_compaction_lag_ms=tc.max_compaction_lag_ms)
@@ -147,7 +148,7 @@ def evaluate_table(meta: TableMetadata, now_ms: int, defaults: Mapping[str, Any]
             must += dirty
     base = clean + cleanable
     ev = Evaluation(
-        meta.table, "not eligible", "", strategy=tc.strategy,
+        meta.table, EvaluationStatus.NOT_ELIGIBLE, "", strategy=tc.strategy,
         clean_bytes=int(clean), cleanable_bytes=int(cleanable), uncleanable_bytes=int(uncleanable),
         must_clean_bytes=int(must),
         dirty_ratio=round(cleanable / base, 6) if base else 0.0,
@@ -167,7 +168,7 @@ def evaluate_table(meta: TableMetadata, now_ms: int, defaults: Mapping[str, Any]
     if ev.dirty_ratio > tc.min_cleanable_dirty_ratio:
         reasons.append(f"dirty ratio {ev.dirty_ratio:.2f} > min.cleanable.dirty.ratio {tc.min_cleanable_dirty_ratio}")
     if reasons:
-        ev.status, ev.reason = "eligible", "; ".join(reasons)
+        ev.status, ev.reason = EvaluationStatus.ELIGIBLE, "; ".join(reasons)
     elif cleanable == 0 and uncleanable > 0:
         ev.reason = "dirty data is younger than min.compaction.lag.ms"
     elif cleanable == 0:
