@@ -111,3 +111,12 @@ def test_the_asset_uri_normalizer_takes_a_catalog_id_with_a_path_and_refuses_the
     for wrong in ("iceberg://cat/orders", "iceberg:///data/wh/demo/orders", "iceberg://cat/a/b#x"):
         with pytest.raises(ValueError, match="iceberg://<catalog id>/<namespace>/<table>"):
             normalize_table_uri(urlsplit(wrong))
+
+
+def test_the_catalog_facets_uri_and_warehouse_carry_no_credential():
+    jdbc = _catalog("sql", warehouse=f"s3://AKIA:{SECRET}@bucket/wh",
+                    uri=f"jdbc:postgresql://lake:{SECRET}@pg:5433/iceberg?password={SECRET}")
+    assert lineage.catalog_uri(jdbc) == "jdbc:postgresql://pg:5433/iceberg"
+    assert lineage.public_warehouse(jdbc) == "s3://bucket/wh"
+    hadoop = _catalog("hadoop", warehouse="/data/wh")
+    assert (lineage.catalog_uri(hadoop), lineage.public_warehouse(hadoop)) == (None, "file:/data/wh")

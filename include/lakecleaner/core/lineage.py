@@ -157,6 +157,24 @@ def spark_identifier(catalog: CatalogConfig, table: str) -> DatasetName | None:
                        table)
 
 
+def catalog_uri(catalog: CatalogConfig) -> str | None:
+    """The catalog's ``uri`` property without credentials (a JDBC URL stays one), None without one."""
+    uri = _first_uri(_properties(catalog))
+    if uri is None:
+        return None
+    jdbc = uri.startswith("jdbc:")
+    return ("jdbc:" if jdbc else "") + public_uri(uri.removeprefix("jdbc:")).geturl()
+
+
+def public_warehouse(catalog: CatalogConfig) -> str | None:
+    """The catalog's warehouse without credentials: a location (a local one as ``file:/<path>``),
+    or a REST catalog's warehouse name as given."""
+    local = _local_path(catalog.warehouse) if catalog.type == "hadoop" else None
+    if local:
+        return "file:" + local
+    return public_uri(catalog.warehouse).geturl() if "://" in catalog.warehouse else catalog.warehouse or None
+
+
 # ---------------------------------------------------------------- the asset
 def catalog_id(catalog: CatalogConfig) -> str:
     """What identifies the catalog wherever it is used (the asset URI's authority and path, no
