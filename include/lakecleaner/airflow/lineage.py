@@ -21,6 +21,7 @@ logs and drops what a lineage method raises.
 """
 from __future__ import annotations
 
+import logging
 import os
 from typing import Iterable, Mapping
 
@@ -44,6 +45,8 @@ PRODUCER = "https://github.com/lakecleaner/lakecleaner"
 # The custom facets' JSON schemas ship in the package (resources/<Facet>.json) and are published with the source.
 SCHEMA_URL = PRODUCER + "/blob/main/include/lakecleaner/resources/{0}.json#/$defs/{0}"
 COMPACTION_FACET, FORGET_FACET = "lakecleaner_compaction", "lakecleaner_forget"
+
+log = logging.getLogger("lakecleaner")
 
 
 # ---------------------------------------------------------------- the run facets (custom facets)
@@ -106,28 +109,33 @@ def _facets(cfg: LakecleanerConfig, table: str) -> dict:
             "catalog": _catalog_facet(cfg)}
 
 
-def table_location(cfg: LakecleanerConfig, table: str) -> str:
-    """The table's location, from its metadata (pyiceberg); the default location where it cannot be read."""
+def table_locations(cfg: LakecleanerConfig, tables: Iterable[str]) -> dict[str, str]:
+    """Each table's location, from its metadata (pyiceberg, one catalog for all); Iceberg's default
+    location (what Spark would name) for a table whose metadata cannot be read."""
     from lakecleaner.core.metadata import MetadataReader
 
-    try:
-        return MetadataReader(cfg).load(table).location()
-    except Exception:  # noqa: BLE001 - a name is still worth reporting; Iceberg's default is what Spark names
-        return lineage.default_location(cfg.catalog, table)
+    reader, out = MetadataReader(cfg), {}
+    for table in tables:
+        try:
+            out[table] = reader.load(table).location()
+        except Exception as exc:  # noqa: BLE001 - a name is still worth reporting
+            log.warning("lakecleaner: lineage: cannot read %s's location (%s); naming its default location", table, exc)
+            out[table] = lineage.default_location(cfg.catalog, table)
+    return out
 
 
-def datasets(cfg: LakecleanerConfig, table: str, figures: Mapping | None = None) -> tuple[InputDataset, OutputDataset]:
+def datasets(cfg: LakecleanerConfig, table: str, location: str,
+             figures: Mapping | None = None) -> tuple[InputDataset, OutputDataset]:
     """The table as the application's input and output, with its facets and, given ``figures`` (a
     compaction's), what it read and wrote."""
-    name = lineage.table_dataset(table_location(cfg, table))
-    figures = figures or {}
+    name, facets, figures = lineage.table_dataset(location), _facets(cfg, table), figures or {}
     read = input_statistics_input_dataset.InputStatisticsInputDatasetFacet(
         rowCount=figures.get("records_read"), size=figures.get("bytes_read"), producer=PRODUCER)
     written = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
         rowCount=figures.get("records_kept"), size=figures.get("bytes_written"), producer=PRODUCER)
-    return (InputDataset(namespace=name.namespace, name=name.name, facets=_facets(cfg, table),
+    return (InputDataset(namespace=name.namespace, name=name.name, facets=facets,
                          inputFacets={"inputStatistics": read} if figures else {}),
-            OutputDataset(namespace=name.namespace, name=name.name, facets=_facets(cfg, table),
+            OutputDataset(namespace=name.namespace, name=name.name, facets=facets,
                           outputFacets={"outputStatistics": written} if figures else {}))
 
 
@@ -143,7 +151,8 @@ def compaction_lineage(cfg: LakecleanerConfig, outcomes: Iterable[Mapping]) -> O
     fields = attr.fields_dict(TableCompaction)
     tables = [TableCompaction(table=t, **{k: v for k, v in c.items() if k in fields and k != "table"})
               for t, c in done]
-    return _lineage((datasets(cfg, t, c) for t, c in done), {COMPACTION_FACET: CompactionRunFacet(
+    where = table_locations(cfg, [t for t, _ in done])
+    return _lineage((datasets(cfg, t, where[t], c) for t, c in done), {COMPACTION_FACET: CompactionRunFacet(
         tables=tables, producer=PRODUCER)} if done else {})
 
 
@@ -166,8 +175,8 @@ def carried_out(cfg: LakecleanerConfig, request_ids: Iterable[str], dag_run_id: 
 
 def forget_lineage(cfg: LakecleanerConfig, requests: list[ErasureRequest]) -> OperatorLineage:
     """A ``forget`` application's lineage: each table a request was carried out on."""
-    tables = sorted({r.table for r in requests})
-    return _lineage((datasets(cfg, t) for t in tables),
+    where = table_locations(cfg, sorted({r.table for r in requests}))
+    return _lineage((datasets(cfg, t, location) for t, location in where.items()),
                     {FORGET_FACET: ForgetRunFacet(requests=requests, producer=PRODUCER)} if requests else {})
 
 
