@@ -402,6 +402,6 @@ def announce(config: str | None, catalog_conn_id: str | None = None, **context) 
         return []
     cfg = _load(config, catalog_conn_id)  # as summary: reports named from the run id
     outcomes = [o for r in _reports(cfg, ti.run_id, apps).values() for o in (r or {}).get("outcomes", [])]
-    events = assets.compaction_events(cfg.catalog.name, outcomes, _now_ms(context))
+    events = assets.compaction_events(cfg.catalog, outcomes, _now_ms(context))
     assets.add_events(context["outlet_events"], events)
     return [e.uri for e in events]

@@ -83,6 +83,7 @@ def get_provider_info() -> dict:
             "options": {o.name: {"description": o.description, "version_added": "0.1.0", "type": o.type,
                                  "example": o.example, "default": o.default} for o in OPTIONS},
         }},
-        "asset-uris": [{"schemes": ["iceberg"], "handler": "lakecleaner.airflow.assets.normalize_table_uri"}],
+        "asset-uris": [{"schemes": ["iceberg"], "handler": "lakecleaner.airflow.assets.normalize_table_uri",
+                        "to_openlineage_converter": "lakecleaner.airflow.lineage.iceberg_asset_to_openlineage"}],
         "cli": ["lakecleaner.airflow.commands.get_cli_commands"],
     }
