@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lakecleaner.core.config import STRATEGIES
+from lakecleaner.core.strategies import strategy_names
 
 TOMBSTONE_EXPIRY = "tombstone expiry (delete.retention.ms)"
 ONE_RECORD_PER_KEY = "one record per key"
@@ -25,7 +25,7 @@ TOMBSTONE_NOT_EARLY = "tombstone expiry: none removed early (delete.retention.ms
 def winner_is_right(strategy: str) -> str:
     """The name of the winner rule under ``strategy`` (one rule per strategy: its offending rows
     mean different things)."""
-    if strategy not in STRATEGIES:
+    if strategy not in strategy_names():
         raise ValueError(f"no such strategy {strategy!r}")
     return f"the winner is right ({strategy} strategy)"
 
@@ -43,7 +43,7 @@ RULES: tuple[QualityRule, ...] = (
     QualityRule(ONE_RECORD_PER_KEY, "table", "the cleaned part holds one record per key and partition, except "
                 "each partition's log end"),
     *(QualityRule(winner_is_right(s), "table", f"no cleaned record is beaten by another of its key under the "
-                  f"{s} strategy (tables on the {s} strategy)") for s in STRATEGIES),
+                  f"{s} strategy (tables on the {s} strategy)") for s in strategy_names()),
     QualityRule(NO_NULL_KEYS, "table", "cleaned keyless records are in the quarantine table, except each "
                 "partition's log end"),
     QualityRule(FORGOTTEN_STAY_FORGOTTEN, "table", "no record of a key erased on request (lakecleaner forget) at "
