@@ -1,12 +1,13 @@
 """Strategies as classes registered by name (lakecleaner.core.strategies): a new strategy is one
-class in one module. A toy strategy registered here is taken by the config, the renderings and the
-reference model without a change anywhere else."""
+class in one module. A toy strategy registered here is taken by the config, the renderings, the
+reference model and the quality vocabulary without a change anywhere else."""
 from __future__ import annotations
 
 import pytest
 
 from lakecleaner.core.config import INTEGRAL_TYPES, ConfigError, StrategyRoles, TableSchema, resolve_table
 from lakecleaner.core.model import Record, compact
+from lakecleaner.core.quality_rules import rule_names, winner_is_right
 from lakecleaner.core.rules import Checkpoint
 from lakecleaner.core.strategies import (ColumnStrategy, HeaderStrategy, OffsetStrategy, Strategy, TimestampStrategy,
                                          strategy_class, strategy_names, unregister)
@@ -58,7 +59,7 @@ def test_a_name_is_registered_once():
 
 def test_a_strategy_is_one_class(epoch):
     """Registered, the toy is a value compaction.strategy takes; its class checks its settings; the
-    renderings and the reference model use it."""
+    renderings, the reference model and the quality rules use it."""
     assert "epoch" in strategy_names()
     tc = resolve_table("t.t", EPOCH, COLUMNS)
     assert tc.strategy == "epoch" and tc.versioned
@@ -75,6 +76,11 @@ def test_a_strategy_is_one_class(epoch):
     # the reference model keeps a's higher epoch, not its higher offset (b's record is the log end)
     records = [Record(0, 0, ("a",), 0, version=2), Record(0, 1, ("a",), 0, version=1), Record(0, 2, ("b",), 0)]
     assert list(compact(records, Checkpoint(), tc, now_ms=10).removed) == [(0, 1)]
+    assert winner_is_right("epoch").name in rule_names()
+    from lakecleaner.spark.quality import build_rules
+
+    built = build_rules(tc, Checkpoint(offsets={0: 9}), 10**12, 1, 5, 0.05)
+    assert winner_is_right("epoch") in {r.rule for r in built}
 
 
 def test_an_unregistered_strategy_is_refused_by_name(epoch):

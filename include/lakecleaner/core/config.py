@@ -564,11 +564,11 @@ def _defaults(value: Any) -> dict[str, Any]:
 
 
 def _severity(value: Any) -> dict[str, str]:
-    from lakecleaner.core.quality_rules import QUALITY_RULES, SEVERITIES  # it imports this module
+    from lakecleaner.core.quality_rules import SEVERITIES, rule_names  # it imports this module
 
     for rule, level in _mapping(value).items():
-        if rule not in QUALITY_RULES:
-            raise _Invalid(f"unknown rule (rules: {'; '.join(QUALITY_RULES)})", (rule,), level)
+        if rule not in rule_names():
+            raise _Invalid(f"unknown rule (rules: {'; '.join(rule_names())})", (rule,), level)
         if level not in SEVERITIES:
             raise _Invalid(f"must be {' or '.join(SEVERITIES)}", (rule,), level)
     return dict(value)
@@ -579,10 +579,10 @@ class _SeveritySchema:
     schema is made: the registry imports this module)."""
 
     def __get_pydantic_json_schema__(self, core_schema, handler) -> dict:
-        from lakecleaner.core.quality_rules import RULES, SEVERITIES
+        from lakecleaner.core.quality_rules import SEVERITIES, rules
 
         return {"type": "object", "additionalProperties": False,
-                "properties": {r.name: {"enum": list(SEVERITIES), "description": r.doc} for r in RULES}}
+                "properties": {r.name: {"enum": list(SEVERITIES), "description": r.doc} for r in rules()}}
 
 
 def _defaults_schema() -> dict:
