@@ -22,15 +22,14 @@ from pydantic import (BeforeValidator, ConfigDict, Field, TypeAdapter, Validatio
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 from pydantic.json_schema import SkipJsonSchema
 
+from lakecleaner.core.defaults import DEFAULT_INTERVAL_MS  # noqa: F401 - read from here by the Spark jobs and the CLI
+
 LONG_MAX = 2**63 - 1
 CONFIG_ENV = "LAKECLEANER_CONFIG"
 # The shipped default: the embedded lakehouse (a Hadoop catalog in ./warehouse), and a reference of every section.
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[1] / "resources" / "lakecleaner.yaml"
 CLEANUP_POLICY = "cleanup.policy"
 CHECKPOINT_PROPERTY = "lakecleaner.checkpoint"
-# A run's schedule interval where none can be read (a triggered-only DAG, the CLI): the guarantees
-# count one interval (a tombstone may outlive its horizon by one; an erasure deadline adds one).
-DEFAULT_INTERVAL_MS = 15 * 60_000
 # A namespace, table or catalog name part (fullmatch: "$" would accept a trailing newline). Names
 # become SQL identifiers and file names under the state root, so nothing else is accepted.
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
