@@ -11,12 +11,12 @@ strategy (lakecleaner.core.strategies): a new strategy brings its own.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from lakecleaner.core.strategies import strategy_class, strategy_names
 
 
-class Suite(str, Enum):
+class Suite(StrEnum):
     """The batch a rule checks."""
     TABLE = "table"  # the table and its derived columns
     RUN_HISTORY = "run history"  # the table's rows of the run history
@@ -83,4 +83,11 @@ def rule_named(name: str | None) -> QualityRule | None:
     return next((r for r in rules() if r.name == name), None)
 
 
-SEVERITIES = ("fail", "warn")
+class Severity(StrEnum):
+    """What a failed rule does (quality.severity): fail the validation, or be logged as a warning."""
+    FAIL = "fail"
+    WARN = "warn"
+
+
+# The words quality.severity takes; a rule not named there fails the validation.
+SEVERITIES: tuple[str, ...] = tuple(s.value for s in Severity)

@@ -36,7 +36,7 @@ from lakecleaner.core.rules import Checkpoint, tombstone_expired_sql
 from lakecleaner.core.quality_results import RESULTS_SCHEMA, docs_location, publish_docs, results_table
 from lakecleaner.core.quality_rules import (ANOMALOUS_VERSIONS, FORGOTTEN_STAY_FORGOTTEN, FRESHNESS, NO_NULL_KEYS,
                                            OFFSETS_UNIQUE, ONE_RECORD_PER_KEY, TOMBSTONE_EXPIRY, TOMBSTONE_NOT_EARLY,
-                                           QualityRule, rule_named, winner_is_right)
+                                           QualityRule, Severity, rule_named, winner_is_right)
 from lakecleaner.core.keyhash import UNKEYED, UNKEYED_HASHER, KeyHasher, hash_sql, key_hasher, pads_join
 from lakecleaner.spark.frames import register_pads
 from lakecleaner.core.strategies import Strategy, checkpoint_sql, ident, key_message_sql
@@ -298,8 +298,8 @@ class QualitySuites:
                 batch_df.unpersist()
                 runs_df.unpersist()
             self.pending_docs = True
-        failed = [o for o in outcome if not o["success"] and o["severity"] == "fail"]
-        warned = [o for o in outcome if not o["success"] and o["severity"] != "fail"]
+        failed = [o for o in outcome if not o["success"] and o["severity"] == Severity.FAIL]
+        warned = [o for o in outcome if not o["success"] and o["severity"] != Severity.FAIL]
         summary = {"table": ref.short, "run_name": run_name, "now_ms": now_ms, "success": not failed,
                    "warnings": len(warned), "rules": outcome, "docs_page": pages[0],
                    "docs": docs_location(cfg, pages[0]) if pages[0] else None}
@@ -433,7 +433,7 @@ def _run_suite(ctx, source, name: str, rules: list[Rule], df, run_name: str,
     from great_expectations.core.run_identifier import RunIdentifier
     from great_expectations.expectations.metadata_types import FailureSeverity
 
-    to_gx = {"fail": FailureSeverity.CRITICAL, "warn": FailureSeverity.WARNING}
+    to_gx = {Severity.FAIL: FailureSeverity.CRITICAL, Severity.WARN: FailureSeverity.WARNING}
 
     asset = next((a for a in source.assets if a.name == name), None) or source.add_dataframe_asset(name)
     batch = next(iter(asset.batch_definitions), None) or asset.add_batch_definition_whole_dataframe("whole table")
@@ -441,7 +441,7 @@ def _run_suite(ctx, source, name: str, rules: list[Rule], df, run_name: str,
     for rule in rules:
         suite.add_expectation(_offending_rows_expectation()(
             unexpected_rows_query=rule.query, description=f"{rule.name}: {rule.description}",
-            meta={"rule": rule.name}, severity=to_gx[severity.get(rule.name, "fail")]))
+            meta={"rule": rule.name}, severity=to_gx[Severity(severity.get(rule.name, Severity.FAIL))]))
     suite = ctx.suites.add_or_update(suite)
     vd = ctx.validation_definitions.add_or_update(gx.ValidationDefinition(data=batch, suite=suite, name=name))
     checkpoint = ctx.checkpoints.add_or_update(gx.Checkpoint(
@@ -455,8 +455,8 @@ def _run_suite(ctx, source, name: str, rules: list[Rule], df, run_name: str,
     for res in validation.results:
         meta = res.expectation_config.meta or {}
         rows = (res.result or {}).get("details", {}).get("unexpected_rows") or []
-        level = "fail" if res.expectation_config.severity == FailureSeverity.CRITICAL else "warn"
-        outcome.append({"rule": meta.get("rule"), "severity": level, "success": bool(res.success),
+        level = Severity.FAIL if res.expectation_config.severity == FailureSeverity.CRITICAL else Severity.WARN
+        outcome.append({"rule": meta.get("rule"), "severity": level.value, "success": bool(res.success),
                         "description": by_name[meta.get("rule")].description,
                         "offending": [_plain(r) for r in rows[:OFFENDING_ROWS]]})
     return outcome, page
