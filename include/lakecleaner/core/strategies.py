@@ -21,7 +21,8 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 from lakecleaner.core.config import (HEADERS_TYPE, INTEGRAL_TYPES, ORDERABLE_TYPES, ConfigError, StrategyRoles,
                                      TableConfig, TableSchema)
-from lakecleaner.core.rules import QUARANTINE_NULL_KEY, QUARANTINE_NULL_OFFSET, QUARANTINE_NULL_PARTITION
+from lakecleaner.core.rules import (NO_PARTITION_VALUE, QUARANTINE_NULL_KEY, QUARANTINE_NULL_OFFSET,
+                                    QUARANTINE_NULL_PARTITION)
 
 # The derived columns every Spark-side consumer names the roles by (engine frames, quality batch).
 OFFSET, VER, HAS_VER = "o", "ver", "has_ver"
@@ -143,8 +144,9 @@ class Strategy:
     # ---------------------------------------------------------------- roles, over the table's columns
     @property
     def partition_sql(self) -> str:
-        """The partition as bigint; an unpartitioned table is partition 0 inside the engine."""
-        return f"CAST({ident(self.tc.partition_column)} AS BIGINT)" if self.tc.partition_column else "CAST(0 AS BIGINT)"
+        """The partition as bigint; an unpartitioned table is rules.NO_PARTITION_VALUE inside the engine."""
+        return (f"CAST({ident(self.tc.partition_column)} AS BIGINT)" if self.tc.partition_column
+                else f"CAST({NO_PARTITION_VALUE} AS BIGINT)")
 
     @property
     def offset_sql(self) -> str:
