@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 # A value as one shell word, whatever it holds: a checkout path may have spaces, quotes or $(...) in it.
 shq = '$(subst ','\'',$(1))'
 
-.PHONY: install demo test unit unit-py312 no-py312 bench chaos lint lint-py clean airflow airflow-pg browser-deps pg-deps
+.PHONY: install demo test test-thorough quick unit unit-py312 no-py312 bench chaos lint lint-py clean airflow airflow-pg browser-deps pg-deps
 
 # The editable install's metadata is the dist-info in site-packages; setuptools also leaves an
 # egg-info in include/, which the editable path puts on sys.path, so Airflow would load the
@@ -33,6 +33,9 @@ demo: $(STAMP)
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit
+
+# The contributor's quick loop: ruff and the unit tests (no Spark session, no server), well under 2 minutes.
+quick: lint-py unit
 
 # The unit tests on Python 3.12 (README "Python versions"), in a venv of their own with only what they
 # need, at requirements.lock's versions (setuptools: pyspark 3.5 imports distutils). Part of `make test` (below).
@@ -63,8 +66,14 @@ no-py312:
 
 # (after TEST_PY312: a rule's prerequisites are expanded where the rule is read)
 # ruff and the unit tests on Python 3.12 first: a finding fails the target before the (long) tests start
+# --durations: the slowest tests' times in every run's output (README "Testing" keeps the table).
 test: $(STAMP) lint-py $(TEST_PY312) browser-deps pg-deps
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=30
+
+# Not in CI: the same suite with 8x the Hypothesis examples (fresh ones each run, not CI's fixed
+# ones) and 8x the chaos kills (tests/hypothesis_profiles.py).
+test-thorough: $(STAMP) browser-deps pg-deps
+	LAKECLEANER_TEST_PROFILE=thorough $(BIN)/python -m pytest -q --durations=30
 
 # Fault test with figures: 20 cleaning runs SIGKILLed at random points while another process appends,
 # on the JDBC catalog on a throwaway PostgreSQL (tests/chaos.py; a short series runs in `make test`).
@@ -78,6 +87,7 @@ bench: $(STAMP)
 	$(DEV) $(BIN)/python benchmarks/bench_cdc.py
 	$(DEV) $(BIN)/python benchmarks/bench_cdc.py --series column --late-shape adversarial
 	$(DEV) $(BIN)/python benchmarks/bench_erasure.py
+	$(DEV) $(BIN)/python benchmarks/bench_format.py
 
 # Airflow 3 on this machine: api-server, scheduler, dag-processor and triggerer (LocalExecutor, SQLite,
 # SimpleAuthManager) with the lakecleaner DAG, Spark in local mode on the embedded warehouse.

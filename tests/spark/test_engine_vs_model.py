@@ -12,7 +12,9 @@ import datetime
 import re
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
+
+from hypothesis_profiles import examples
 from hypothesis import strategies as st
 
 from lakecleaner.core.config import CHECKPOINT_PROPERTY
@@ -90,13 +92,13 @@ def _survivor_ids(spark, ref, partitioned):
     return sorted((r["partition"], r["offset"]) for r in spark.table(ref.sql()).select("partition", "offset").collect())
 
 
-@settings(max_examples=14, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@examples(14)
 @given(scenario())
 def test_spark_job_matches_reference_model(spark, lake_config, scenario):
     _check_against_model(spark, lake_config, scenario)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@examples(12)
 @given(scenario(keyed_record, ("timestamp", "header", "column")))
 def test_versioned_key_map_matches_reference_model(spark, lake_config, scenario):
     """Versioned strategies without bad records: the key map with its clean-part lookup (late lower
@@ -104,7 +106,7 @@ def test_versioned_key_map_matches_reference_model(spark, lake_config, scenario)
     _check_against_model(spark, lake_config, scenario)
 
 
-@settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@examples(5)
 @given(scenario())
 def test_spark_job_matches_reference_model_on_the_jdbc_catalog(spark, pg_config, scenario):
     """The same property on Iceberg's JDBC catalog on PostgreSQL (fewer examples: the rules are the
@@ -301,7 +303,7 @@ ranks = st.lists(st.tuples(st.booleans(), st.integers(-(2**63), 2**63 - 1), st.i
                  min_size=1, max_size=8)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@examples(40)
 @given(st.lists(ranks, min_size=1, max_size=3), st.integers(0, 63), st.integers(0, 63))
 def test_the_packed_rank_picks_the_same_winner_as_the_struct(spark, groups, v_shift, o_shift):
     """Packed into one bigint inside its bounds, a rank orders records exactly as the keep rule's

@@ -4,7 +4,9 @@ the view. Here both renderings read the same generated rows and must agree, head
 import struct
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
+
+from hypothesis_profiles import examples
 from hypothesis import strategies as st
 
 from lakecleaner.core.config import resolve_table
@@ -39,7 +41,7 @@ row = st.fixed_dictionaries({
 })
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@examples(25)
 @given(st.lists(row, min_size=1, max_size=25))
 def test_the_python_and_sql_renderings_of_each_role_agree(spark, rows):
     table_rows = [{**r, "key": "k", "offset": i, "partition": 0,

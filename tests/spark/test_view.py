@@ -10,7 +10,9 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
+
+from hypothesis_profiles import examples
 from hypothesis import strategies as st
 
 from lakecleaner.core.model import compact
@@ -127,7 +129,7 @@ def test_a_column_named_with_a_dollar_is_refused_naming_the_table_and_the_column
         latest_view(lake_config, table_name)
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@examples(6)
 @given(strategy=st.sampled_from(STRATEGIES),
        batches=st.lists(st.lists(record, min_size=1, max_size=6), min_size=1, max_size=3))
 def test_view_matches_the_model_on_generated_logs(spark, lake_config, strategy, batches):

@@ -42,7 +42,8 @@ from lakecleaner.core.records import CleanerStats, RunStatus
 from lakecleaner.spark.files import (bytes_scanned, clean_version_ceiling, data_files, dirty_rank_bounds, dirty_records_bound, dirty_version_floors)
 from lakecleaner.spark.frames import Frames, at_positions, clean_pred, dirty_scan, partition_pred, small_df
 from lakecleaner.spark.history import record_history
-from lakecleaner.core.rules import (NO_PARTITION, Checkpoint, CheckpointError, allot_budget, bad_records_at_log_end, first_clean_time, log_ends, run_ends)
+from lakecleaner.core.datafiles import DataFile, file_log_ends
+from lakecleaner.core.rules import (NO_PARTITION, Checkpoint, CheckpointError, allot_budget, bad_records_at_log_end, first_clean_time, partition_value, run_ends)
 from lakecleaner.spark.plans import CleanRivals, Plan, RunContext, bad_figures, key_map, key_map_sums
 from lakecleaner.core.strategies import RankBounds, sql_string
 
@@ -106,7 +107,7 @@ class RunStart:
     ckpt: Checkpoint
     ckpt_offsets: dict  # the checkpoint's offsets (key None: an unpartitioned table)
     retained: dict  # log ends an earlier run kept, by internal partition (0: unpartitioned)
-    files: list
+    files: list[DataFile]
     base: Any  # the table at the pinned snapshot
     now_ms: int
 
@@ -116,7 +117,7 @@ class RunStart:
 
     def internal(self, by_partition: dict) -> dict:
         """Internally an unpartitioned table is partition 0; the checkpoint says None."""
-        return {(0 if p is None else p): v for p, v in by_partition.items()}
+        return {partition_value(p): v for p, v in by_partition.items()}
 
     def external(self, by_partition: dict) -> dict:
         unpartitioned = self.tc.partition_column is None
@@ -176,7 +177,7 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
         removed_bad = bad.n - len(kept_bad)
         if key_map_run:
             plan = plans.key_map_plan(ctx, rng.kmap, rng.kmap_sums, bad_rows, removed_bad)
-            bytes_read = sum(f["size"] for f in start.files)  # its MERGE reads every file (keys and offsets)
+            bytes_read = sum(f.size for f in start.files)  # its MERGE reads every file (keys and offsets)
         else:
             plan = plans.ranked_plan(ctx, start.retained, bad_rows, removed_bad)
             bytes_read = bytes_scanned(start.files, start.ckpt_offsets, start.tc.partition_column is None)
@@ -246,7 +247,7 @@ def _bad_records(start: RunStart, hold: Held) -> BadRecords:
     """Rule 7: bad records, anywhere. Iceberg's null counts say where none can be: no scan then."""
     fr = start.fr
     rows = hold(start.base.where(fr.bad).select("*", fr.bad_reason.alias("quarantine_reason")))
-    maybe_bad = any(r["identity_nulls_unknown"] or r["identity_nulls"] for r in start.files)
+    maybe_bad = any(f.may_hold_bad_records for f in start.files)
     figures = bad_figures(fr, rows, start.retained) if maybe_bad else []
     n = sum(r["n"] for r in figures)
     return BadRecords(rows, n, n - sum(r["copied_before"] for r in figures),
@@ -260,9 +261,9 @@ def _dirty_records(spark, start: RunStart):
     less than caching."""
     fr, cutoff = start.fr, start.now_ms - start.tc.min_compaction_lag_ms
     records = dirty_scan(spark, start.ref, start.snapshot, fr, start.ckpt_offsets, start.files)
-    any_young = any(r["appended_at"] > cutoff for r in start.files)
+    any_young = any(f.appended_at_ms > cutoff for f in start.files)
     if any_young:
-        file_times = spark.createDataFrame([(r["_file"], r["appended_at"]) for r in start.files],
+        file_times = spark.createDataFrame([(f.path, f.appended_at_ms) for f in start.files],
                                            "_file string, appended_at bigint")
         dirty = (fr.narrow(records.select("*", "_file"), extra=[F.col("_file")])
                  .join(F.broadcast(file_times), "_file", "left").drop("_file"))
@@ -345,7 +346,7 @@ def _clean_part(start: RunStart, hold: Held) -> CleanPart:
     for p in start.ckpt_offsets:
         h = ckpt.expired_through(p, start.now_ms, tc.delete_retention_ms)
         if h is not None:
-            expired_through[0 if p is None else p] = h
+            expired_through[partition_value(p)] = h
     # Clean tombstones past their horizon, from a scan Iceberg prunes by null counts / flag bounds.
     expired_clean = None
     if expired_through:
@@ -404,7 +405,7 @@ def _commit(spark, cfg: LakecleanerConfig, start: RunStart, bad: BadRecords, rem
     current, appends = catalog.check_no_concurrent_cleaner(spark, ref, start.snapshot)
     # The files appended since the pinned snapshot, listed once for every guard (none: no listing).
     added = set(appends)
-    appended = [f for f in data_files(spark, ref, start.tc, current) if f["snapshot_id"] in added] if added else []
+    appended = [f for f in data_files(spark, ref, start.tc, current) if f.snapshot_id in added] if added else []
     plan.guard(appended)
     if removed_bad:
         _guard_null_offsets(ref, appended)
@@ -446,12 +447,12 @@ def _commit(spark, cfg: LakecleanerConfig, start: RunStart, bad: BadRecords, rem
     return replace(stats, phases=dict(phase.times))
 
 
-def _guard_null_offsets(ref: TableRef, appended: list) -> None:
+def _guard_null_offsets(ref: TableRef, appended: list[DataFile]) -> None:
     """Bad records leave by their identity, and a null offset does not tell two records of one key
     apart: a record with a null offset appended during the run would be removed with the one the run
     copied to quarantine, never copied itself. Stop if an appended file may hold one (whatever its
     other offsets: the plans' own guards look at offset bounds, which leave nulls out)."""
-    late = [f["_file"] for f in appended if f["o_nulls"] is None or f["o_nulls"] > 0]
+    late = [f.path for f in appended if f.offset_nulls is None or f.offset_nulls > 0]
     if late:
         raise CompactionError(ref.short, f"{len(late)} data file(s) appended during the run may hold records "
                                          f"with a null offset (e.g. {late[0]}), which the run's removal of bad "
@@ -487,18 +488,16 @@ class _Phases:
 
 
 def _ckpt_summary(ckpt: Checkpoint) -> dict:
-    return {("-" if p is None else str(p)): o for p, o in sorted(ckpt.offsets.items(), key=lambda kv: str(kv[0]))}
+    return {(NO_PARTITION if p is None else str(p)): o for p, o in sorted(ckpt.offsets.items(), key=lambda kv: str(kv[0]))}
 
 
 def _reset_checkpoint(ref: TableRef, tc: TableConfig, ckpt: Checkpoint,
-                      files: list) -> tuple[Checkpoint, tuple | None]:
+                      files: list[DataFile]) -> tuple[Checkpoint, tuple | None]:
     """The checkpoint as far as it vouches for the table (Checkpoint.vouched), and the partitions it
     reset (None: none), each warned about and listed in the run's statistics (checkpoint_reset),
     then cleaned from its start."""
     partitioned = tc.partition_column is not None
-    by_file = (((f["p_lower_bound"] if f["p_lower_bound"] == f["p_upper_bound"] else None) if partitioned else None,
-                f["o_upper_bound"]) for f in files)
-    ckpt, other, past = ckpt.vouched(partitioned, log_ends(by_file, partitioned) if tc.retain_log_end_record else None)
+    ckpt, other, past = ckpt.vouched(partitioned, file_log_ends(files, partitioned) if tc.retain_log_end_record else None)
     if other:
         log.warning("lakecleaner: table %s: checkpoint entries %s were written while the table was %s "
                     "(compaction.partition.column changed): reset, partitions without an entry of their own are cleaned "

@@ -23,14 +23,15 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from lakecleaner.core.append_times import record_append_times
 from lakecleaner.core.config import (CHECKPOINT_PROPERTY, LONG_MAX, LakecleanerConfig, TableConfig, physical_deletion_bound)
 from lakecleaner.core.table import TableRef
 from lakecleaner.spark.catalog import fail_point, iceberg_table, load_table_config, snapshot_summary
-from lakecleaner.core.rules import Checkpoint
+from lakecleaner.core.datafiles import DataFile, judge
+from lakecleaner.core.rules import Checkpoint, Partition
+from lakecleaner.core.strategies import checkpoint_sql, ident
 from lakecleaner.core.state import StateStore
 
 REWRITE_DELETE_RATIO = 0.2
@@ -43,59 +44,35 @@ MAX_DATA_MANIFESTS = 8
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class FileBounds:
-    """What Iceberg's metrics say of one live data file: its Kafka-partition and offset bounds
-    (None where the file has no metrics for the column)."""
-    partition_lower: int | None
-    partition_upper: int | None
-    offset_lower: int | None
-    offset_upper: int | None
-
-
-def clean_rewrite_cuts(checkpoint_offsets: Mapping, files: Iterable[FileBounds], partitioned: bool) -> dict | None:
+def clean_rewrite_cuts(checkpoint_offsets: Mapping[Partition, int], files: Iterable[DataFile],
+                       partitioned: bool) -> dict[Partition, int] | None:
     """Per partition, the offset up to which the clean-part rewrite may select files.
 
     rewrite_data_files selects every file that *may* hold a matching row and rewrites it whole, so
     a file straddling the checkpoint (a run cut by compaction.max.records.per.run, a late arrival)
     would have its dirty records rewritten into the rewrite's snapshot: their append time, from
     which min.compaction.lag.ms and max.compaction.lag.ms are counted, would restart. Each cut is
-    the checkpoint lowered below the first offset of every file that is not provably clean, so
-    only files wholly at or below the checkpoint can match; those skipped now are rewritten by a
-    later maintenance, once the checkpoint has passed them. None: no safe cut (a file that may be
-    dirty has no offset metrics)."""
-    keys = [p for p in checkpoint_offsets if (p is not None) == partitioned]
-    cuts = {p: checkpoint_offsets[p] for p in keys}
+    the checkpoint lowered below the first offset of every file that may be dirty (datafiles.judge),
+    in every partition of the checkpoint it may hold, so only files wholly at or below the
+    checkpoint can match; those skipped now are rewritten by a later maintenance, once the
+    checkpoint has passed them. None: no safe cut (a file that may be dirty has no offset metrics)."""
+    cuts = {p: o for p, o in checkpoint_offsets.items() if (p is not None) == partitioned}
     for f in files:
-        held, only_those = _partitions_held(f, keys, partitioned)
-        if only_those and f.offset_upper is not None and all(f.offset_upper <= checkpoint_offsets[p] for p in held):
-            continue  # wholly clean
-        if held and f.offset_lower is None:
+        judged = judge(f, checkpoint_offsets, partitioned)
+        if not judged.may_be_dirty:
+            continue
+        if judged.through and f.offsets.lower is None:
             return None
-        for p in held:
-            cuts[p] = min(cuts[p], f.offset_lower - 1)
+        for p in judged.through:
+            cuts[p] = min(cuts[p], f.offsets.lower - 1)
     return cuts
 
 
-def _partitions_held(f: FileBounds, keys: list, partitioned: bool) -> tuple[list, bool]:
-    """The checkpoint's partitions a file may hold, and whether it holds no other (one the
-    checkpoint has not seen, wholly dirty)."""
-    if not partitioned:
-        return ([None], True) if None in keys else ([], False)
-    lo, hi = f.partition_lower, f.partition_upper
-    if lo is None or hi is None:
-        return list(keys), False
-    held = [p for p in keys if lo <= p <= hi]
-    return held, hi - lo + 1 == len(held)
-
-
-def _clean_part_sql(tc, cuts: Mapping) -> str | None:
-    """SQL filter for the clean part's rewrite (identifiers are checked by config: no backticks)."""
-    o = f"`{tc.offset_column}`"
-    if tc.partition_column is None:
-        return f"{o} <= {cuts[None]}" if None in cuts else None
-    p = f"`{tc.partition_column}`"
-    return " OR ".join(f"({p} = {part} AND {o} <= {off})" for part, off in sorted(cuts.items())) or None
+def _clean_part_sql(tc: TableConfig, cuts: Mapping[Partition, int]) -> str | None:
+    """SQL filter for the clean part's rewrite: the checkpoint predicate (strategies.checkpoint_sql)
+    at the cuts."""
+    p = ident(tc.partition_column) if tc.partition_column else None
+    return checkpoint_sql(p, ident(tc.offset_column), dict(sorted(cuts.items(), key=lambda kv: kv[0] or 0)), "<=")
 
 
 def _clean_rewrite_filter(spark, ref: TableRef, tc: TableConfig, ckpt: Checkpoint) -> str | None:
@@ -106,9 +83,7 @@ def _clean_rewrite_filter(spark, ref: TableRef, tc: TableConfig, ckpt: Checkpoin
     current = iceberg_table(spark, ref).currentSnapshot()
     if current is None:
         return None
-    files = [FileBounds(f["p_lower_bound"] if tc.partition_column else None,
-                        f["p_upper_bound"] if tc.partition_column else None, f["o_lower_bound"], f["o_upper_bound"])
-             for f in data_files(spark, ref, tc, current.snapshotId())]
+    files = data_files(spark, ref, tc, current.snapshotId())
     cuts = clean_rewrite_cuts(ckpt.offsets, files, tc.partition_column is not None)
     if cuts is None:
         log.warning("lakecleaner: table %s: a data file without offset metrics may hold dirty records; "

@@ -469,7 +469,7 @@ class KeyMapPlan(Plan):
         """Records appended during the run at offsets inside its range (late arrivals) were never
         examined, and the MERGE reads the table as it is: it would remove them unseen. Stop."""
         ctx = self.ctx
-        late = [f["_file"] for f in appended if may_hold_run_offsets(f, ctx.ends)]
+        late = [f.path for f in appended if may_hold_run_offsets(f, ctx.ends)]
         if late:
             raise CompactionError(ctx.ref.short, f"{len(late)} data file(s) appended during the run may hold offsets "
                                                  f"inside the run's range (late arrivals, e.g. {late[0]}); nothing "
