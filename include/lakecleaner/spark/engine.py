@@ -36,7 +36,7 @@ from pyspark.sql import functions as F, Window
 from lakecleaner.spark import catalog, plans
 from lakecleaner.core.append_times import read_append_times
 from lakecleaner.core.table import (CompactionError, TableRef, check_layout, conflict_error, first_line, create_unless_exists)
-from lakecleaner.spark.catalog import (current_snapshot, fail_point, load_table_config, committed_snapshot, iceberg_table, set_layout_defaults)
+from lakecleaner.spark.catalog import (current_snapshot, fail_point, format_version, load_table_config, committed_snapshot, iceberg_table, set_layout_defaults)
 from lakecleaner.core.config import CHECKPOINT_PROPERTY, ConfigError, LakecleanerConfig, TableConfig
 from lakecleaner.spark.files import (bytes_scanned, clean_version_ceiling, data_files, dirty_rank_bounds, dirty_records_bound, dirty_version_floors)
 from lakecleaner.spark.frames import Frames, at_positions, clean_pred, dirty_scan, partition_pred, small_df
@@ -548,7 +548,7 @@ def _quarantine(spark, cfg: LakecleanerConfig, ref: TableRef, bad_rows, run_id: 
     rows = bad_rows.withColumn("quarantine_run_id", F.lit(run_id)).withColumn(
         "quarantined_at", F.lit(now_ms).cast("bigint"))
     created = not check_quarantine(spark, qref, ref) and create_unless_exists(
-        lambda: rows.limit(0).writeTo(qref.sql()).using("iceberg").tableProperty("format-version", "2")
+        lambda: rows.limit(0).writeTo(qref.sql()).using("iceberg").tableProperty("format-version", str(format_version(spark, ref)))
         .tableProperty(ACCEPT_ANY_SCHEMA, "true").tableProperty(QUARANTINE_OF, ref.short).create())
     if not created and iceberg_table(spark, qref).properties().get(ACCEPT_ANY_SCHEMA) != "true":  # an older one
         spark.sql(f"ALTER TABLE {qref.sql()} SET TBLPROPERTIES ('{ACCEPT_ANY_SCHEMA}' = 'true')")

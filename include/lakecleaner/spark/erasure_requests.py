@@ -23,21 +23,18 @@ from typing import Iterable
 
 from pyspark.sql.types import _parse_datatype_string
 
-from lakecleaner.core.table import CompactionError, conflict_error, create_unless_exists, first_line
+from lakecleaner.core.table import CompactionError, conflict_error, first_line
+from lakecleaner.spark.catalog import create_own_table
 from lakecleaner.core.config import ConfigError, LakecleanerConfig
 from lakecleaner.spark.forget import (DEFAULT_INTERVAL_MS, Attribution, ForgetError, ForgetRequest, as_text, forget, rewrite_and_expire, scrub, utc)
 from lakecleaner.core.erasure_requests import (CLAIM_LEASE_MS, DONE, IN_PROGRESS, OWN_PROPERTIES, PENDING, REJECTED,
                                                REQUESTS_SCHEMA, key_rows, requests_ref, requests_table)
-from lakecleaner.core.strategies import ident, sql_string
+from lakecleaner.core.strategies import sql_string
 
 log = logging.getLogger(__name__)
 
 def ensure_requests_table(spark, cfg: LakecleanerConfig) -> None:
-    props = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in OWN_PROPERTIES.items())
-    create_unless_exists(lambda: spark.sql(
-        f"CREATE NAMESPACE IF NOT EXISTS {ident(cfg.catalog.name)}.{ident(cfg.cleaner.meta_namespace)}"))
-    create_unless_exists(lambda: spark.sql(
-        f"CREATE TABLE IF NOT EXISTS {requests_table(cfg)} ({REQUESTS_SCHEMA}) USING iceberg TBLPROPERTIES ({props})"))
+    create_own_table(spark, cfg, requests_table(cfg), REQUESTS_SCHEMA, OWN_PROPERTIES)
 
 
 def enqueue(spark, cfg: LakecleanerConfig, request: ForgetRequest, now_ms: int) -> None:

@@ -36,7 +36,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import _parse_datatype_string, StringType, StructField, StructType
 
 from lakecleaner.spark import catalog
-from lakecleaner.core.table import (CompactionError, TableRef, conflict_error, create_unless_exists, first_line,
+from lakecleaner.core.table import (CompactionError, TableRef, conflict_error, first_line,
                                     layout_problem)
 from lakecleaner.spark.catalog import iceberg_table, load_table_config
 from lakecleaner.core.config import (DEFAULT_INTERVAL_MS, LakecleanerConfig, TableConfig, physical_deletion_bound, physical_deletion_deadline)
@@ -559,9 +559,7 @@ def _deadline(spark, cfg: LakecleanerConfig, ref: TableRef, tc: TableConfig, now
 # ---------------------------------------------------------------- the audit record
 def ensure_audit_table(spark, cfg: LakecleanerConfig) -> None:
     """Create the audit table, or add the columns one from an earlier version lacks."""
-    create_unless_exists(lambda: spark.sql(
-        f"CREATE NAMESPACE IF NOT EXISTS {ident(cfg.catalog.name)}.{ident(cfg.cleaner.meta_namespace)}"))
-    create_unless_exists(lambda: spark.sql(f"CREATE TABLE IF NOT EXISTS {audit_table(cfg)} ({AUDIT_SCHEMA}) USING iceberg"))
+    catalog.create_own_table(spark, cfg, audit_table(cfg), AUDIT_SCHEMA)
     have = {f.name for f in spark.table(audit_table(cfg)).schema.fields}
     added = [f"{f.name} {f.dataType.simpleString()}" for f in _parse_datatype_string(AUDIT_SCHEMA).fields
              if f.name not in have]
