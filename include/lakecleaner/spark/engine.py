@@ -271,9 +271,9 @@ def _clean_part(start: RunStart, hold: Held) -> CleanPart:
     if fr.strategy.versioned and start.ckpt_offsets:
         unpartitioned = tc.partition_column is None
         ceiling = clean_version_ceiling(start.files, start.ckpt_offsets, unpartitioned)
-        rivals = CleanRivals(clean, expired_clean, ceiling,
-                             dirty_version_floors(start.files, start.ckpt_offsets, unpartitioned, ceiling),
-                             dirty_records_bound(start.files, start.ckpt_offsets, unpartitioned))
+        rivals = CleanRivals(clean=clean, expired_clean=expired_clean, ceiling=ceiling,
+                             floors=dirty_version_floors(start.files, start.ckpt_offsets, unpartitioned, ceiling),
+                             late_bound=dirty_records_bound(start.files, start.ckpt_offsets, unpartitioned))
     return CleanPart(clean=clean, expired_clean=expired_clean, expired_through=expired_through, rivals=rivals)
 
 
