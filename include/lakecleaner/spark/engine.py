@@ -101,7 +101,7 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
         bad_rows = bad.rows.where(~at_positions(start.fr.p, start.fr.o, kept_bad)) if bad.n else None
         removed_bad = bad.n - len(kept_bad)
         if key_map_run:
-            plan = plans.key_map_plan(ctx, bad_rows, removed_bad)
+            plan = plans.key_map_plan(ctx, rng.key_map, bad_rows, removed_bad)
             bytes_read = sum(f["size"] for f in start.files)  # its MERGE reads every file (keys and offsets)
         else:
             plan = plans.ranked_plan(ctx, bad_rows, removed_bad)

@@ -424,15 +424,18 @@ def build_key_map(ctx: RunContext) -> KeyMap:
     return KeyMap(frame, key_map_sums(frame, ctx.ref, ctx.start.rank_bounds))
 
 
-def key_map_plan(ctx: RunContext, bad_rows: DataFrame | None = None, n_bad: int = 0) -> "KeyMapPlan":
+def key_map_plan(ctx: RunContext, prebuilt: KeyMap | None = None, bad_rows: DataFrame | None = None,
+                 n_bad: int = 0) -> "KeyMapPlan":
     """Kafka's cleaner, for every strategy: a map of the run's keys to the offset each keeps, then
     one MERGE deleting every other record of the key up to its highest offset in the run, cleaned or
     dirty, reading the table once. No record of the run's range is above that offset (the run is a
     prefix of each partition), so nothing past the run is touched. Expired tombstones whose key has
     no record in the run join the map alone (from = through = their offset, nothing kept), and so do
-    ``bad_rows``, the ``n_bad`` bad records that go to quarantine (rule 7), by their exact identity."""
+    ``bad_rows``, the ``n_bad`` bad records that go to quarantine (rule 7), by their exact identity.
+    ``prebuilt``: the map phase 1 built from the whole dirty part (RunRange.key_map), else built
+    here from the run's range."""
     tc, fr, schema = ctx.tc, ctx.fr, KeyMapSource.of(ctx.tc)
-    kmap = ctx.run.key_map or build_key_map(ctx)
+    kmap = prebuilt or build_key_map(ctx)
     keys = decide_keys(ctx, kmap)
     none, keyed = F.lit(None).cast("bigint"), F.lit(False)
     run_key = [F.col("key").getField(f"k{i}") for i in range(len(tc.key_columns))]  # p: the partition as bigint
