@@ -66,23 +66,31 @@ def jvm_pid(spark) -> int:
     return int(spark._jvm.java.lang.ProcessHandle.current().pid())
 
 
-def build(spark, cfg, table: str, clean: int, dirty: int) -> TableRef:
+def kafka_rows(spark, start: int, n: int, key_id, offset, clean: int):
+    """Records ``start .. start + n`` as Kafka's fields, each in its key's partition, values padded to
+    VALUE_BYTES; every tenth record past the clean part has a null value (a delete)."""
+    from pyspark.sql import functions as F
+
+    pad = F.lit("x" * VALUE_BYTES)
+    ids = spark.range(start, start + n)
+    return ids.select(
+        F.format_string("key-%012d", key_id).alias("key"), offset.alias("offset"),
+        (key_id % PARTITIONS).cast("int").alias("partition"), F.col("id").alias("timestamp"),
+        F.lit(None).cast("array<struct<key:string,value:binary>>").alias("headers"),
+        F.lit(None).cast("boolean").alias("tombstone"),
+        F.when((F.col("id") % 10 == 0) & (F.col("id") >= clean), F.lit(None)).otherwise(pad).alias("value"))
+
+
+def build(spark, cfg, table: str, clean: int, dirty: int, properties: dict | None = None) -> TableRef:
     """clean: one record per key, keys spread over partitions by key (as Kafka's partitioner does),
     checkpointed; dirty: updates of random existing keys in their key's partition (10% deletes),
     appended after the checkpoint with offsets past every clean one."""
     from pyspark.sql import functions as F
 
-    ref = create_compacted_table(spark, cfg, table, {"compaction.retain.log.end.record": "true"})
-    pad = F.lit("x" * VALUE_BYTES)
+    ref = create_compacted_table(spark, cfg, table, {"compaction.retain.log.end.record": "true", **(properties or {})})
 
     def rows(start, n, key_id, offset):
-        ids = spark.range(start, start + n)
-        return ids.select(
-            F.format_string("key-%012d", key_id).alias("key"), offset.alias("offset"),
-            (key_id % PARTITIONS).cast("int").alias("partition"), F.col("id").alias("timestamp"),
-            F.lit(None).cast("array<struct<key:string,value:binary>>").alias("headers"),
-            F.lit(None).cast("boolean").alias("tombstone"),
-            F.when((F.col("id") % 10 == 0) & (F.col("id") >= clean), F.lit(None)).otherwise(pad).alias("value"))
+        return kafka_rows(spark, start, n, key_id, offset, clean)
 
     key_of_id = F.col("id")
     rows(0, clean, key_of_id, (F.col("id") / PARTITIONS).cast("bigint")).sortWithinPartitions("partition").writeTo(

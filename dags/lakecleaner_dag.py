@@ -1,3 +1,3 @@
 from lakecleaner.airflow import lakecleaner_dag
 
-dag = lakecleaner_dag(dag_id="lakecleaner")  # config: [lakecleaner] config (AIRFLOW__LAKECLEANER__CONFIG)
+dag = lakecleaner_dag()  # dag_id lakecleaner; config: [lakecleaner] config (AIRFLOW__LAKECLEANER__CONFIG)

@@ -58,6 +58,7 @@ DATA_FILES = [
       for page in ("base", "index", "macros", "message", "table")),
     "lakecleaner/resources/lakecleaner.yaml",
     "lakecleaner/resources/log4j2.properties",
+    *(f"lakecleaner/resources/{facet}.json" for facet in ("LakecleanerCompactionRunFacet", "LakecleanerForgetRunFacet")),
 ]
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from lakecleaner.core.config import (CONFIG_ENV, DEFAULT_CONFIG_PATH, DEFAULT_INTERVAL_MS, ConfigError,
                                      config_schema, load_config)
 from lakecleaner.core.submit import parse_results, submit_command
+from lakecleaner.core.quality_rules import Severity
 
 
 def run_job(cfg, config_path: str, job: str, job_args: list[str]) -> tuple[int, list[dict], str]:
@@ -55,7 +56,7 @@ def cmd_validate(args) -> int:
     code, results = run_tables_job(cfg, "validate.py", args.tables, _common_args(args))
     for result in results:
         for rule in result.get("rules", []):
-            mark = "ok  " if rule["success"] else ("FAIL" if rule["severity"] == "fail" else "warn")
+            mark = "ok  " if rule["success"] else ("FAIL" if rule["severity"] == Severity.FAIL else "warn")
             print(f"{mark} {result['table']}: {rule['rule']}"
                   + (f"  offending: {rule['offending']}" if not rule["success"] else ""))
     docs = next((r["docs"] for r in results if "docs" in r), None)

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from lakecleaner.airflow.provider import DEFAULT_DAG_ID
 from lakecleaner.core.config import load_config
 from lakecleaner.core.table import TableRef
 from lakecleaner_dev.generator import CDC_SCHEMA, cdc_rows, produce
@@ -89,7 +90,7 @@ def run_dag(cfg, logical_date: dt.datetime) -> int:
     log = home / "demo-dag-run.log"
     with log.open("w") as out:
         for cmd in ([sys.executable, "-m", "airflow", "db", "migrate"], [sys.executable, "-m", "airflow", "lakecleaner", "check"],
-                    [sys.executable, "-m", "airflow", "dags", "test", "lakecleaner", logical_date.isoformat()]):
+                    [sys.executable, "-m", "airflow", "dags", "test", DEFAULT_DAG_ID, logical_date.isoformat()]):
             code = subprocess.run(cmd, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
             if code != 0:
                 print(f"   `{' '.join(cmd[2:])}` exited {code}; see {log}")

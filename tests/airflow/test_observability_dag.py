@@ -208,7 +208,7 @@ def test_each_alert_goes_through_the_configured_notifier(run):
     assert by_kind["compaction_lag"]["alert"]["details"]["max_compaction_lag_ms"] == 1
 
 
-def test_the_compacted_table_gets_an_asset_event_with_the_runs_figures(run):
+def test_the_compacted_table_gets_an_asset_event_with_the_runs_figures(run, obs_config):
     from sqlalchemy import select
 
     from airflow.models.asset import AssetEvent, AssetModel
@@ -220,7 +220,8 @@ def test_the_compacted_table_gets_an_asset_event_with_the_runs_figures(run):
         events = session.execute(select(AssetModel.uri, AssetEvent.extra, AssetEvent.source_task_id)
                                  .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
                                  .where(AssetEvent.source_run_id == dr.run_id)).all()
-    assert [(uri, task) for uri, _, task in events] == [(f"iceberg://{CATALOG}/o/good", "announce")]
+    warehouse = obs_config[0].catalog.warehouse  # the catalog's own address: its warehouse, not the alias
+    assert [(uri, task) for uri, _, task in events] == [(f"iceberg://localhost{warehouse}/o/good", "announce")]
     extra = events[0][1]
     assert extra["table"] == GOOD and extra["catalog"] == CATALOG and extra["now_ms"] == now_ms
     assert extra["removed_superseded"] == 35 and extra["records_read"] == 40

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import functions as F
 
-from lakecleaner.spark import catalog
+from lakecleaner.spark import catalog, guards
 from lakecleaner.core.table import CompactionError
 from lakecleaner.spark.engine import compact_table, quarantine_table
 from lakecleaner.spark import forget as forget_module
@@ -176,7 +176,7 @@ def test_quality_catches_an_old_record_put_back_and_keeps_new_data(spark, lake_c
 
 def test_a_compaction_raced_by_a_forget_stops_and_the_key_stays_gone(spark, lake_config, table_name, monkeypatch):
     ref = _filled(spark, lake_config, table_name)
-    original = catalog.check_no_concurrent_cleaner
+    original = guards.check_no_concurrent_cleaner
     state = {"done": False}
 
     def forget_commits_first(spark_, ref_, snapshot):
@@ -185,7 +185,7 @@ def test_a_compaction_raced_by_a_forget_stops_and_the_key_stays_gone(spark, lake
             forget(spark, lake_config, ForgetRequest(table_name, ({"key": "alice"},)))
         return original(spark_, ref_, snapshot)
 
-    monkeypatch.setattr(catalog, "check_no_concurrent_cleaner", forget_commits_first)
+    monkeypatch.setattr(guards, "check_no_concurrent_cleaner", forget_commits_first)
     with pytest.raises(CompactionError, match=rf"table {table_name}: .*nothing committed"):
         compact_table(spark, lake_config, table_name)
     monkeypatch.undo()

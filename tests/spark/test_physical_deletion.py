@@ -175,8 +175,8 @@ def test_maintenance_keeps_the_append_time_of_dirty_records_in_a_straddling_file
     tc, _ = load_table_config(spark, lake_config, TableRef.parse(table_name, lake_config.catalog.name))
     current = spark.sql(f"SELECT snapshot_id FROM {ref.meta('snapshots')} ORDER BY committed_at DESC LIMIT 1"
                         ).collect()[0]["snapshot_id"]
-    dirty = [f for f in data_files(spark, ref, tc, current) if f["o_upper_bound"] > cut]
-    assert dirty and {f["appended_at"] for f in dirty} == {appended_at}  # what the next compaction reads
+    dirty = [f for f in data_files(spark, ref, tc, current) if f.offsets.upper > cut]
+    assert dirty and {f.appended_at_ms for f in dirty} == {appended_at}  # what the next compaction reads
     later = now + 2 * hour
     ev = {e.table: e for e in evaluate_all(lake_config, [table_name], now_ms=later)}[table_name]
     assert ev.max_compaction_delay_ms == later - appended_at - 2 * hour  # what evaluate reads
@@ -213,8 +213,8 @@ def test_expiry_keeps_the_append_time_of_records_an_ingest_appended_during_the_r
     current = spark.sql(f"SELECT snapshot_id FROM {ref.meta('snapshots')} ORDER BY committed_at DESC LIMIT 1"
                         ).collect()[0]["snapshot_id"]
     dirty = [f for f in data_files(spark, ref, tc, current, read_append_times(lake_config, table_name))
-             if f["o_upper_bound"] == 3]
-    assert [f["appended_at"] for f in dirty] == [added["t"]]  # what the next compaction reads
+             if f.offsets.upper == 3]
+    assert [f.appended_at_ms for f in dirty] == [added["t"]]  # what the next compaction reads
     summary = validate_table(spark, lake_config, table_name, now_ms=added["t"] + hour // 2, raise_on_failure=False)
     assert all(r["success"] for r in summary["rules"] if r["rule"].startswith("freshness")), summary
 

@@ -72,10 +72,10 @@ def test_schema_describes_every_section(capsys):
 
 
 def test_schema_names_the_rules_of_the_registry(capsys):
-    from lakecleaner.core.quality_rules import QUALITY_RULES
+    from lakecleaner.core.quality_rules import rule_names
 
     severity = schema(capsys)["$defs"]["QualityConfig"]["properties"]["severity"]
-    assert list(severity["properties"]) == list(QUALITY_RULES) and severity["additionalProperties"] is False
+    assert list(severity["properties"]) == list(rule_names()) and severity["additionalProperties"] is False
 
 
 def test_schema_accepts_what_loads_and_refuses_what_does_not(capsys, monkeypatch):

@@ -852,7 +852,7 @@ def test_known_quality_rule_names_load(tmp_path):
 def test_the_rules_the_suites_build_are_the_registry():
     """The registry (lakecleaner.core.quality_rules) names every rule the suites build and no other:
     quality.severity, results and the UI speak one vocabulary."""
-    from lakecleaner.core.quality_rules import FORGOTTEN_STAY_FORGOTTEN, QUALITY_RULES
+    from lakecleaner.core.quality_rules import FORGOTTEN_STAY_FORGOTTEN, QualityRule, Suite, rule_names
     from lakecleaner.spark.quality import Forgotten, Rule, build_history_rules, build_rules
     from lakecleaner.core.rules import Checkpoint
 
@@ -864,18 +864,18 @@ def test_the_rules_the_suites_build_are_the_registry():
         tc = resolve_table(TABLE, props, {**ALL_COLUMNS, "ver": "bigint"})
         rules = build_rules(tc, ckpt, 10**12, 1, 5, 0.05, forgotten=(Forgotten("(SELECT 1)", "sha2('', 256)"),))
         names = {r.name for r in rules} | {r.name for r in build_history_rules(tc)}
-        assert FORGOTTEN_STAY_FORGOTTEN in names
+        assert FORGOTTEN_STAY_FORGOTTEN.name in names
         built |= names
-    assert built == set(QUALITY_RULES) and len(QUALITY_RULES) == len(set(QUALITY_RULES))
+    assert built == set(rule_names()) and len(rule_names()) == len(set(rule_names()))
     with pytest.raises(ValueError, match="not in lakecleaner.core.quality_rules"):
-        Rule("one record per kee", "", "SELECT 1")
+        Rule(QualityRule("one record per kee", Suite.TABLE, ""), "", "SELECT 1")
 
 
 def test_quality_severity_accepts_every_rule_of_the_registry(tmp_path):
-    from lakecleaner.core.quality_rules import QUALITY_RULES
+    from lakecleaner.core.quality_rules import rule_names
 
-    text = "quality:\n  severity:\n" + "".join(f"    '{name}': warn\n" for name in QUALITY_RULES)
-    assert load_config(write(tmp_path, text)).quality.severity == {name: "warn" for name in QUALITY_RULES}
+    text = "quality:\n  severity:\n" + "".join(f"    '{name}': warn\n" for name in rule_names())
+    assert load_config(write(tmp_path, text)).quality.severity == {name: "warn" for name in rule_names()}
 
 
 @pytest.mark.parametrize("raw", ["1_000", "1e3", "0x10", "١٢"])

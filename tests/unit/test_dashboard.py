@@ -33,12 +33,12 @@ def test_run_point_derives_totals_and_the_dirty_share_proxy():
 
 def test_validation_point_reads_the_freshness_delay():
     ok = validation_point({"run_name": "x", "now_ms": 1, "success": True,
-                           "rules": [{"rule": FRESHNESS_RULE, "success": True, "offending": []}]})
+                           "rules": [{"rule": FRESHNESS_RULE.name, "success": True, "offending": []}]})
     assert ok["delay_ms"] == 0 and ok["failed"] == []
     late = validation_point({"run_name": "y", "now_ms": 1, "success": False, "rules": [
-        {"rule": FRESHNESS_RULE, "success": False, "severity": "fail", "description": "d",
+        {"rule": FRESHNESS_RULE.name, "success": False, "severity": "fail", "description": "d",
          "offending": [{"max_compaction_delay_ms": 1234}]}]}, "validations/a/b/y/t/p.html")
-    assert late["delay_ms"] == 1234 and late["failed"][0]["rule"] == FRESHNESS_RULE
+    assert late["delay_ms"] == 1234 and late["failed"][0]["rule"] == FRESHNESS_RULE.name
     assert late["docs_page"] == "validations/a/b/y/t/p.html"
     assert validation_point({"rules": []})["delay_ms"] is None  # no freshness rule: nothing to chart
 

@@ -2,7 +2,8 @@
 import pytest
 
 from lakecleaner.core.config import LONG_MAX
-from lakecleaner.core.evaluate import MIXED, FileStat, TableMetadata, cleaning_order, evaluate_table, format_table
+from lakecleaner.core.datafiles import Bounds, DataFile
+from lakecleaner.core.evaluate import TableMetadata, cleaning_order, evaluate_table, format_table
 from lakecleaner.core.rules import Checkpoint
 from lakecleaner.core.scheduler import plan
 
@@ -18,7 +19,9 @@ def meta(files, props=None, ckpt=None, table="t.x"):
 
 
 def f(size, lo, hi, added, p=0):
-    return FileStat(size=size, offset_lower=lo, offset_upper=hi, added_at_ms=added, partition=p)
+    """A data file of partition ``p``, or of partitions p[0] to p[1]."""
+    partitions = Bounds(*p) if isinstance(p, tuple) else Bounds(p, p)
+    return DataFile(size=size, offsets=Bounds(lo, hi), partitions=partitions, appended_at_ms=added)
 
 
 def test_never_cleaned_table_is_all_dirty():
@@ -68,8 +71,11 @@ def test_straddling_file_is_prorated_and_partitions_are_separate():
 
 def test_mixed_partition_file_uses_the_least_cleaned_partition():
     ck = Checkpoint(offsets={0: 4, 1: 9})
-    ev = evaluate_table(meta([f(100, 0, 9, 0, p=MIXED)], ckpt=ck), NOW)
+    ev = evaluate_table(meta([f(100, 0, 9, 0, p=(0, 1))], ckpt=ck), NOW)
     assert ev.cleanable_bytes == 50
+    # bounds unknown: it may hold a partition the checkpoint has not seen, wholly dirty
+    unknown = evaluate_table(meta([f(100, 0, 9, 0, p=None)], ckpt=ck), NOW)
+    assert unknown.cleanable_bytes == 100
 
 
 def test_tombstones_due_make_a_clean_table_eligible():
@@ -124,7 +130,7 @@ def test_checkpoint_past_the_log_end_is_reset_and_the_partition_is_dirty_again()
     assert ev.eligible and ev.reason.startswith("checkpoint past the log end of partition(s) 0: reset")
     assert (ev.clean_bytes, ev.cleanable_bytes) == (100, 100)
     # a file of several partitions hides each partition's end: nothing is reset
-    mixed = evaluate_table(meta([f(100, 0, 40, 0, p=MIXED), *files], ckpt=ck), NOW)
+    mixed = evaluate_table(meta([f(100, 0, 40, 0, p=(0, 1)), *files], ckpt=ck), NOW)
     assert "reset" not in mixed.reason
     # without retain_log_end_record the log end may legitimately be gone: nothing is reset
     free = evaluate_table(meta(files, {"compaction.retain.log.end.record": "false"}, ck), NOW)
@@ -134,7 +140,7 @@ def test_checkpoint_past_the_log_end_is_reset_and_the_partition_is_dirty_again()
 def test_checkpoint_entries_of_the_other_layout_are_reset_as_the_run_resets_them():
     # cleaned as one log through offset 5, then per partition through 40: the "-" entry is stale
     ck = Checkpoint(offsets={None: 5, 0: 40, 1: 40})
-    files = [f(100, 0, 40, 0, p=MIXED), f(100, 41, 50, 0, p=0)]
+    files = [f(100, 0, 40, 0, p=(0, 1)), f(100, 41, 50, 0, p=0)]
     ev = evaluate_table(meta(files, ckpt=ck), NOW)
     assert (ev.clean_bytes, ev.cleanable_bytes) == (100, 100)  # the mixed file is clean by 0's and 1's
     assert ev.eligible and ev.reason.startswith("checkpoint written while the table was unpartitioned")

@@ -2,7 +2,8 @@
 import pytest
 
 from lakecleaner.core.config import READ_SPLIT_SETTINGS, ConfigError, read_split, resolve_table
-from lakecleaner.spark.files import (SPLIT_SIZE_MIN, bytes_scanned, clean_version_ceiling, dirty_records_bound, dirty_split_size, dirty_version_floors, may_be_clean, may_be_dirty)
+from lakecleaner.core.datafiles import Bounds, DataFile, judge
+from lakecleaner.spark.files import (SPLIT_SIZE_MIN, bytes_scanned, clean_version_ceiling, dirty_records_bound, dirty_split_size, dirty_version_floors)
 from lakecleaner.core.strategies import version_as_long_sql
 
 MB = 2**20
@@ -11,20 +12,26 @@ DEFAULTS = (READ_SPLIT_SETTINGS["read.split.open-file-cost"].default, SPLIT_SIZE
 
 
 def _file(p, o_lo, o_hi, size, p_hi=None, v_hi=None, v_lo=None, v_nulls=0, records=10):
-    return {"p_lower_bound": p, "p_upper_bound": p if p_hi is None else p_hi, "o_lower_bound": o_lo,
-            "o_upper_bound": o_hi, "size": size, "v_upper_bound": v_hi, "v_lower_bound": v_lo, "v_nulls": v_nulls,
-            "records": records}
+    return DataFile(size=size, offsets=Bounds(o_lo, o_hi), partitions=Bounds(p, p if p_hi is None else p_hi),
+                    versions=Bounds(v_lo, v_hi), version_nulls=v_nulls, records=records)
 
 
 def test_a_file_is_dirty_or_clean_by_its_partition_checkpoint():
     ckpt = {0: 99, 1: 49}
-    assert not may_be_dirty(_file(0, 0, 99, MB), ckpt, False) and may_be_clean(_file(0, 0, 99, MB), ckpt, False)
-    assert may_be_dirty(_file(0, 100, 120, MB), ckpt, False) and not may_be_clean(_file(0, 100, 120, MB), ckpt, False)
-    assert may_be_dirty(_file(1, 40, 60, MB), ckpt, False) and may_be_clean(_file(1, 40, 60, MB), ckpt, False)
-    assert may_be_dirty(_file(2, 0, 1, MB), ckpt, False)  # a partition the checkpoint has not seen
-    assert may_be_dirty(_file(0, 0, 10, MB, p_hi=1), {0: 99}, False)  # spans partitions: may be anything
-    assert may_be_dirty(_file(0, None, None, MB), ckpt, False) and may_be_clean(_file(0, None, None, MB), ckpt, False)
-    assert may_be_dirty(_file(None, 5, 9, MB), {None: 4}, True) and not may_be_dirty(_file(None, 5, 9, MB), {None: 9}, True)
+
+    def scans(f, offsets=ckpt, partitioned=True):
+        j = judge(f, offsets, partitioned)
+        return j.may_be_dirty, j.may_be_clean
+
+    assert scans(_file(0, 0, 99, MB)) == (False, True)
+    assert scans(_file(0, 100, 120, MB)) == (True, False)
+    assert scans(_file(1, 40, 60, MB)) == (True, True)
+    assert scans(_file(2, 0, 1, MB)) == (True, False)  # a partition the checkpoint has not seen
+    assert scans(_file(0, 0, 10, MB, p_hi=1), {0: 99}) == (True, True)  # 1 is unseen: wholly dirty
+    assert scans(_file(0, 0, 10, MB, p_hi=1)) == (False, True)  # both seen and clean through 10
+    assert scans(_file(0, None, None, MB)) == (True, True)
+    assert scans(_file(None, 5, 9, MB), {None: 4}, False) == (True, False)
+    assert scans(_file(None, 5, 9, MB), {None: 9}, False) == (False, True)
 
 
 def test_bytes_scanned_counts_each_file_once():

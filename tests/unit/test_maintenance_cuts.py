@@ -1,13 +1,19 @@
 """The clean-part rewrite selects only files wholly at or below the checkpoint (no dirty record is
 re-dated): clean_rewrite_cuts, judged from Iceberg file metrics alone."""
-from lakecleaner.spark.maintenance import FileBounds, clean_rewrite_cuts
+from lakecleaner.core.datafiles import Bounds, DataFile
+from lakecleaner.spark.maintenance import clean_rewrite_cuts
 
 
-def _may_match(f: FileBounds, cuts: dict, partitioned: bool) -> bool:
+def FileBounds(p_lo, p_hi, o_lo, o_hi) -> DataFile:  # noqa: N802 - reads as the record it was
+    return DataFile(size=1, offsets=Bounds(o_lo, o_hi), partitions=Bounds(p_lo, p_hi))
+
+
+def _may_match(f: DataFile, cuts: dict, partitioned: bool) -> bool:
     """Iceberg's inclusive metrics evaluator on the rewrite's OR of (partition = p AND offset <= cut)."""
+    p_lo, p_hi, o_lo = f.partitions.lower, f.partitions.upper, f.offsets.lower
     for p, cut in cuts.items():
-        in_partition = not partitioned or f.partition_lower is None or f.partition_lower <= p <= f.partition_upper
-        if in_partition and (f.offset_lower is None or f.offset_lower <= cut):
+        in_partition = not partitioned or p_lo is None or p_lo <= p <= p_hi
+        if in_partition and (o_lo is None or o_lo <= cut):
             return True
     return False
 
@@ -56,6 +62,6 @@ def test_every_file_not_wholly_clean_is_left_out_on_generated_layouts():
             files.append(FileBounds(lo_p, hi_p, lo, lo + rng.randrange(0, 20)))
         cuts = clean_rewrite_cuts(ckpt, files, True)
         for f in files:
-            wholly_clean = all(p in ckpt and f.offset_upper <= ckpt[p] for p in range(f.partition_lower,
-                                                                                      f.partition_upper + 1))
+            wholly_clean = all(p in ckpt and f.offsets.upper <= ckpt[p] for p in range(f.partitions.lower,
+                                                                                       f.partitions.upper + 1))
             assert wholly_clean or not _may_match(f, cuts, True), (ckpt, f, cuts)

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from lakecleaner.airflow import assets, metrics, notify
-from lakecleaner.core.config import ALERT_KINDS, ConfigError, NotifierSpec, load_config, parse_notifiers
+from lakecleaner.core.config import ALERT_KINDS, CatalogConfig, ConfigError, NotifierSpec, load_config, parse_notifiers
 from lakecleaner.airflow.metrics import COUNT, GAUGE, TIMING, Metric
 
 EVALUATIONS = [
@@ -82,13 +82,14 @@ def test_an_asset_event_per_table_compacted_and_verified_this_run():
                 {"table": "a.dupes", "status": "failed", "failed_step": "validate", "steps": {"compact": compacted}},
                 {"table": "a.failing", "status": "failed", "failed_step": "compact", "steps": {}},
                 {"table": "a.later", "status": "deferred", "steps": {}}]
-    (event,) = assets.compaction_events("lake", outcomes, now_ms=7)
-    assert event.uri == "iceberg://lake/a/late"
+    catalog = CatalogConfig(name="lake", type="rest", properties={"uri": "https://cat.example.com/api/catalog"})
+    (event,) = assets.compaction_events(catalog, outcomes, now_ms=7)
+    assert event.uri == "iceberg://cat.example.com/api/catalog/a/late"  # the catalog, not the alias
     assert event.extra == {"table": "a.late", "catalog": "lake", "now_ms": 7, "records_read": 20, "records_kept": 11,
                            "removed_superseded": 7, "removed_expired_tombstones": 2, "quarantined": 0,
                            "bytes_read": 1000, "bytes_written": 200, "duration_ms": 1500}
     with pytest.raises(ValueError, match="'nodots': expected namespace.table"):
-        assets.table_uri("lake", "nodots")
+        assets.table_uri(catalog, "nodots")
 
 
 def test_notifiers_section_is_parsed_and_each_mistake_names_its_entry(tmp_path):

@@ -189,11 +189,12 @@ def test_one_hostile_table_never_stops_the_evaluation_of_the_others(tmp_path, mo
     fails in any other way its unreadable row; every other table is evaluated as usual."""
     from lakecleaner.core import evaluate
     from lakecleaner.core.config import CatalogConfig, LakecleanerConfig
-    from lakecleaner.core.evaluate import FileStat, TableMetadata
+    from lakecleaner.core.datafiles import Bounds, DataFile
+    from lakecleaner.core.evaluate import TableMetadata
 
     columns = {"key": "string", "offset": "bigint", "value": "string"}
     compacted = {"cleanup.policy": "compact"}
-    files = [FileStat(100, 0, 9, 0)]
+    files = [DataFile(size=100, offsets=Bounds(0, 9))]
     _Lake.tables = {
         "a.hostile": TableMetadata("a.hostile", {**compacted, "lakecleaner.checkpoint": "[" * 3000 + "]" * 3000},
                                    columns, files),

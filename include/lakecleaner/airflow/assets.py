@@ -1,12 +1,17 @@
 """Airflow Assets for compacted tables, so a consumer DAG can be scheduled on "this table was
-compacted" (``schedule=[Asset("iceberg://lake/demo/orders")]``).
+compacted" (``schedule=[Asset("iceberg://polaris.example.com:8181/api/catalog/demo/orders")]``).
 
 The tables are known only at run time, so the DAG declares one ``AssetAlias`` as its outlet and
 adds an event per table through it (``outlet_events[alias].add(Asset(uri), extra=...)``); Airflow
-then records an event for each table's own asset. The URI names the catalog, namespace and table:
-``iceberg://<catalog>/<namespace>/<table>``. The provider registers the ``iceberg`` scheme with
-``normalize_table_uri`` (lakecleaner.airflow.provider), so a consumer's URI of another shape is refused
-where it is declared instead of never matching.
+then records an event for each table's own asset. The URI names the catalog by its own address, not
+by the config's local alias, then the namespace and table: ``iceberg://<catalog id>/<namespace>/<table>``
+(lakecleaner.core.lineage.catalog_id: a REST catalog's URI without its scheme, a metastore's or JDBC
+database's ``host:port[/database]``, ``glue.<region>.amazonaws.com/<account>``, a Hadoop warehouse's
+``localhost/<path>``). Earlier versions named the alias (``iceberg://lake/<namespace>/<table>``):
+README "Assets" says what a consumer scheduled on it changes. The provider registers the ``iceberg``
+scheme with ``normalize_table_uri`` and an OpenLineage converter (lakecleaner.airflow.provider), so
+a consumer's URI of another shape is refused where it is declared instead of never matching, and an
+asset and the compaction's lineage name the table alike.
 """
 from __future__ import annotations
 
@@ -14,25 +19,27 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 from urllib.parse import SplitResult
 
+from lakecleaner.core import lineage
+from lakecleaner.core.config import CatalogConfig
+
 ALIAS = "lakecleaner-compacted"  # the DAG's outlet; events for every compacted table go through it
-SCHEME = "iceberg"
+SCHEME = lineage.SCHEME
 EXTRA_FIGURES = ("records_read", "records_kept", "removed_superseded", "removed_expired_tombstones", "quarantined",
                  "bytes_read", "bytes_written", "duration_ms")
 
 
-def table_uri(catalog: str, table: str) -> str:
-    """``iceberg://<catalog>/<namespace>/<table>`` for ``namespace.table`` of ``catalog``."""
-    namespace, _, name = table.partition(".")
-    if not namespace or not name or "." in name:
-        raise ValueError(f"table {table!r}: expected namespace.table for its asset URI")
-    return f"{SCHEME}://{catalog}/{namespace}/{name}"
+def table_uri(catalog: CatalogConfig, table: str) -> str:
+    """``iceberg://<catalog id>/<namespace>/<table>`` for ``namespace.table`` of ``catalog`` (the one
+    rule: lakecleaner.core.lineage.table_uri)."""
+    return lineage.table_uri(catalog, table)
 
 
 def normalize_table_uri(parts: SplitResult) -> SplitResult:
-    """Airflow's URI handler for ``iceberg://``: a catalog, a namespace and a table, nothing else."""
+    """Airflow's URI handler for ``iceberg://``: a catalog id (an authority, perhaps a path), a
+    namespace and a table, nothing else."""
     path = [p for p in parts.path.split("/") if p]
-    if not parts.netloc or len(path) != 2 or parts.query or parts.fragment:
-        raise ValueError(f"{parts.geturl()!r}: an iceberg asset URI is iceberg://<catalog>/<namespace>/<table>")
+    if not parts.netloc or len(path) < 2 or parts.query or parts.fragment:
+        raise ValueError(f"{parts.geturl()!r}: an iceberg asset URI is iceberg://<catalog id>/<namespace>/<table>")
     return parts._replace(path="/" + "/".join(path))
 
 
@@ -43,18 +50,26 @@ class CompactionEvent:
     extra: dict[str, Any]
 
 
-def compaction_events(catalog: str, outcomes: Iterable[Mapping], now_ms: int) -> list[CompactionEvent]:
-    """An event for each table whose chain ended ok with a committed compaction, from the
-    applications' outcomes (their report documents): a dry run, a failed compaction or a failed
-    validation announces nothing."""
+def committed(outcomes: Iterable[Mapping]) -> list[tuple[str, Mapping]]:
+    """(table, its compaction step's figures) of each outcome whose chain ended ok with a committed
+    compaction, from the applications' report documents: what an asset event and the lineage
+    announce (a dry run, a failed compaction or a failed validation announces nothing)."""
     out = []
     for outcome in outcomes:
         compact = (outcome.get("steps") or {}).get("compact") or {}
-        if outcome.get("status") != "ok" or compact.get("status") != "committed":
-            continue
-        extra = {"table": outcome["table"], "catalog": catalog, "now_ms": now_ms,
+        if outcome.get("status") == "ok" and compact.get("status") == "committed":
+            out.append((outcome["table"], compact))
+    return out
+
+
+def compaction_events(catalog: CatalogConfig, outcomes: Iterable[Mapping], now_ms: int) -> list[CompactionEvent]:
+    """An event for each table compacted (``committed``), with its figures; ``catalog`` in the
+    extra stays the config's name for the catalog, as before."""
+    out = []
+    for table, compact in committed(outcomes):
+        extra = {"table": table, "catalog": catalog.name, "now_ms": now_ms,
                  **{k: compact[k] for k in EXTRA_FIGURES if compact.get(k) is not None}}
-        out.append(CompactionEvent(table_uri(catalog, outcome["table"]), extra))
+        out.append(CompactionEvent(table_uri(catalog, table), extra))
     return out
 
 

@@ -17,7 +17,7 @@ import sys
 
 from airflow.cli.cli_config import ActionCommand, Arg, GroupCommand
 
-DEFAULT_POOL = "lakecleaner"
+from lakecleaner.airflow.provider import DEFAULT_POOL
 ARG_CONFIG = Arg(("--config",), help="the lakecleaner YAML (default: [lakecleaner] config)")
 ARG_CATALOG_CONN = Arg(("--catalog-conn-id",), help="the catalog connection merged over the YAML's catalog "
                                                      "(default: [lakecleaner] catalog_conn_id)")

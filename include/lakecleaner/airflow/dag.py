@@ -55,7 +55,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from lakecleaner.airflow import assets, metrics, notify
 from lakecleaner.airflow.operators import LakecleanerSubmitOperator
-from lakecleaner.airflow.provider import OPTION_DEFAULTS, SECTION
+from lakecleaner.airflow.provider import DEFAULT_DAG_ID, OPTION_DEFAULTS, SECTION
 from lakecleaner.core import scheduler
 from lakecleaner.core.config import ConfigError, LakecleanerConfig, load_config
 from lakecleaner.core.housekeeping import prune_documents
@@ -153,7 +153,7 @@ PARAMS = {
 
 
 # ---------------------------------------------------------------- the factory
-def lakecleaner_dag(dag_id: str = "lakecleaner", config: str | os.PathLike | None = None, *,
+def lakecleaner_dag(dag_id: str = DEFAULT_DAG_ID, config: str | os.PathLike | None = None, *,
                     schedule: str | None = _UNSET, pool: str | None = None, spark_conn_id: str | None = None,
                     catalog_conn_id: str | None = None, code_uri: str | None = None, config_uri: str | None = None,
                     tags: tuple[str, ...] = (), **dag_kwargs):
@@ -402,6 +402,6 @@ def announce(config: str | None, catalog_conn_id: str | None = None, **context) 
         return []
     cfg = _load(config, catalog_conn_id)  # as summary: reports named from the run id
     outcomes = [o for r in _reports(cfg, ti.run_id, apps).values() for o in (r or {}).get("outcomes", [])]
-    events = assets.compaction_events(cfg.catalog.name, outcomes, _now_ms(context))
+    events = assets.compaction_events(cfg.catalog, outcomes, _now_ms(context))
     assets.add_events(context["outlet_events"], events)
     return [e.uri for e in events]

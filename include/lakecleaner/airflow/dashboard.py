@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from lakecleaner.core.config import LONG_MAX, LakecleanerConfig
-from lakecleaner.core.quality_rules import FRESHNESS
+from lakecleaner.core.quality_rules import FRESHNESS, rule_named
 
 # namespace.table, each part as the engine accepts it (lakecleaner.spark.engine.IDENT)
 TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}\.[A-Za-z_][A-Za-z0-9_]{0,127}")  # fullmatch: no trailing newline
 REMOVED = ("removed_superseded", "removed_expired_tombstones", "quarantined")
-FRESHNESS_RULE = FRESHNESS  # the rule whose result the page shows as the table's freshness
+FRESHNESS_RULE = FRESHNESS  # the rule whose figure the page shows as the table's freshness
 INDEX_HISTORY_ROWS = 5000  # the index reads at most this many newest runs of its page's tables
 TABLE_HISTORY_ROWS = 200  # runs charted on a table's page
 TABLE_RESULTS = 50  # validations listed on a table's page
@@ -128,9 +128,9 @@ def validation_point(result: Mapping[str, Any], docs_page: str | None = None) ->
     rules = list(result.get("rules") or [])
     delay = None
     for rule in rules:
-        if rule.get("rule") == FRESHNESS_RULE:
+        if rule_named(rule.get("rule")) is FRESHNESS_RULE:
             offending = rule.get("offending") or []
-            delay = int(offending[0].get("max_compaction_delay_ms", 0)) if offending and not rule.get("success") else 0
+            delay = int(offending[0].get(FRESHNESS_RULE.figure, 0)) if offending and not rule.get("success") else 0
     return {
         "run_name": result.get("run_name"),
         "now_ms": result.get("now_ms"),

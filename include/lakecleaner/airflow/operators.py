@@ -10,6 +10,10 @@ Client deploy mode only: in cluster mode Spark hands its configuration to a driv
 JVM command line, a Kubernetes ConfigMap, YARN's staging directory), so nothing secret leaves the
 worker; the driver gets its secrets by the cluster's own means and its code from ``code_uri``
 (lakecleaner.core.cluster), and the task writes and builds nothing.
+
+Where Airflow's OpenLineage provider is installed and a transport configured, the provider asks the
+task for its lineage when it ends (``get_openlineage_facets_on_complete``): the tables its application
+compacted or erased from, named as OpenLineage names Iceberg tables (lakecleaner.airflow.lineage).
 """
 from __future__ import annotations
 
@@ -48,3 +52,12 @@ class LakecleanerSubmitOperator(ShipsPackage, SparkSubmitOperator):
                 return super().execute(context)  # ShipsPackage: builds the package, then submits
             finally:
                 self.properties_file = None
+
+    def get_openlineage_facets_on_complete(self, task_instance):
+        """The OpenLineage provider's hook (called only where it is installed; on failure too, for
+        the tables committed before it): the tables this application changed, from its report or
+        the request table (lakecleaner.airflow.lineage, imported here: without the provider,
+        nothing of OpenLineage is ever imported)."""
+        from lakecleaner.airflow.lineage import operator_lineage
+
+        return operator_lineage(self, task_instance)

@@ -12,7 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 
+from lakecleaner.core.defaults import DEFAULT_SCHEDULE
+
 SECTION = "lakecleaner"
+DEFAULT_DAG_ID = "lakecleaner"  # lakecleaner_dag()'s, the one the shipped dags/ file builds
+DEFAULT_POOL = "lakecleaner"  # what airflow lakecleaner create-pool creates unless told otherwise
 
 
 @dataclass(frozen=True)
@@ -30,7 +34,7 @@ OPTIONS = (
     Option("config", "string", "", "/opt/airflow/lakecleaner/lake.yaml",
            "The lakecleaner YAML of a DAG built by lakecleaner_dag() without config=: its catalog, Spark "
            "settings, cleaner and quality settings. The worker, the Spark driver and the API server read it."),
-    Option("schedule", "string", "*/15 * * * *", "0 * * * *",
+    Option("schedule", "string", DEFAULT_SCHEDULE, "0 * * * *",
            "The schedule of a DAG built without schedule=: a cron expression, or none for triggered runs only."),
     Option("spark_conn_id", "string", "spark_default", "spark_cluster",
            "The Airflow connection of type spark naming the Spark master (and deploy mode) the cleaning "
@@ -40,7 +44,7 @@ OPTIONS = (
            "warehouse, credentials, FileIO settings) are merged over the YAML's catalog section, for a DAG built "
            "without catalog_conn_id=; resolved through the deployment's secrets backends when a task runs and by "
            "the Lake Cleaner page. Empty: the YAML's catalog alone."),
-    Option("pool", "string", "", "lakecleaner",
+    Option("pool", "string", "", DEFAULT_POOL,
            "An Airflow pool the Spark applications of a DAG built without pool= run in (empty: the default "
            "pool; a run never submits more than cleaner.threads applications at once either way). Create it "
            "with airflow lakecleaner create-pool."),
@@ -83,6 +87,7 @@ def get_provider_info() -> dict:
             "options": {o.name: {"description": o.description, "version_added": "0.1.0", "type": o.type,
                                  "example": o.example, "default": o.default} for o in OPTIONS},
         }},
-        "asset-uris": [{"schemes": ["iceberg"], "handler": "lakecleaner.airflow.assets.normalize_table_uri"}],
+        "asset-uris": [{"schemes": ["iceberg"], "handler": "lakecleaner.airflow.assets.normalize_table_uri",
+                        "to_openlineage_converter": "lakecleaner.airflow.lineage.iceberg_asset_to_openlineage"}],
         "cli": ["lakecleaner.airflow.commands.get_cli_commands"],
     }

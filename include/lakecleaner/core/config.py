@@ -22,16 +22,14 @@ from pydantic import (BeforeValidator, ConfigDict, Field, TypeAdapter, Validatio
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 from pydantic.json_schema import SkipJsonSchema
 
+from lakecleaner.core.defaults import DEFAULT_INTERVAL_MS  # noqa: F401 - read from here by the Spark jobs and the CLI
+
 LONG_MAX = 2**63 - 1
 CONFIG_ENV = "LAKECLEANER_CONFIG"
 # The shipped default: the embedded lakehouse (a Hadoop catalog in ./warehouse), and a reference of every section.
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[1] / "resources" / "lakecleaner.yaml"
 CLEANUP_POLICY = "cleanup.policy"
 CHECKPOINT_PROPERTY = "lakecleaner.checkpoint"
-# A run's schedule interval where none can be read (a triggered-only DAG, the CLI): the guarantees
-# count one interval (a tombstone may outlive its horizon by one; an erasure deadline adds one).
-DEFAULT_INTERVAL_MS = 15 * 60_000
-STRATEGIES = ("offset", "timestamp", "header", "column")
 # A namespace, table or catalog name part (fullmatch: "$" would accept a trailing newline). Names
 # become SQL identifiers and file names under the state root, so nothing else is accepted.
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -94,9 +92,11 @@ def _positive_bytes(raw: str) -> int:
 
 
 def _strategy(raw: str) -> str:
+    from lakecleaner.core.strategies import strategy_names  # the registry; it imports this module
+
     text = str(raw).strip().lower()
-    if text not in STRATEGIES:
-        raise ValueError(f"must be one of {', '.join(STRATEGIES)}")
+    if text not in strategy_names():
+        raise ValueError(f"must be one of {', '.join(strategy_names())}")
     return text
 
 
@@ -191,7 +191,56 @@ class TableConfig:
     @property
     def versioned(self) -> bool:
         """Strategies that order by (has version, version, offset)."""
-        return self.strategy != "offset"
+        from lakecleaner.core.strategies import strategy_class  # the registry; it imports this module
+
+        return strategy_class(self.strategy).versioned
+
+
+@dataclass(frozen=True)
+class StrategyRoles:
+    """What a strategy reads of a table (its class's ``resolve``): the effective strategy and the
+    columns its version comes from."""
+
+    strategy: str
+    version_column: str  # the compaction.strategy.column setting (checked by the column strategy only)
+    timestamp_column: str | None = None
+    headers_column: str | None = None
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """A table's parsed settings over its schema, as resolve_table checks them: handed to the
+    table's strategy so that each strategy checks the settings it reads, with the same errors."""
+
+    table: str
+    values: Mapping[str, Any]  # every per-table setting, parsed
+    explicit: frozenset[str]  # the settings the table's own properties give
+    columns: Mapping[str, str]  # name -> Spark simple type string
+
+    @functools.cached_property
+    def types(self) -> dict[str, str]:
+        """Type by lower-cased name: config names columns case-insensitively, as Spark does."""
+        return {name.lower(): t.lower().replace(" ", "") for name, t in self.columns.items()}
+
+    @functools.cached_property
+    def spelling(self) -> dict[str, str]:
+        """The schema's own spelling by lower-cased name (what Iceberg's metrics and SQL text get)."""
+        return {name.lower(): name for name in self.columns}
+
+    def column(self, prop: str, required: bool, allowed: tuple[str, ...] | None = None) -> str | None:
+        """The column a setting names, checked (None: absent and neither required nor set explicitly)."""
+        name = self.values[prop]
+        if name.lower() not in self.types:
+            if required or prop in self.explicit:
+                raise ConfigError(self.table, prop, name, f"no such column (columns: {', '.join(self.columns)})")
+            return None
+        if allowed and self.types[name.lower()] not in allowed:
+            raise ConfigError(self.table, prop, name,
+                              f"column has type {self.types[name.lower()]}, expected one of {', '.join(allowed)}")
+        return self.safe(prop, self.spelling[name.lower()])
+
+    def safe(self, prop: str, name: str) -> str:
+        return _sql_safe(self.table, prop, name)
 
 
 def raw_setting(prop: str, properties: Mapping[str, str], defaults: Mapping[str, Any] | None = None) -> Any:
@@ -274,6 +323,8 @@ def resolve_table(
 ) -> TableConfig:
     """Resolve settings (table property > YAML default > Kafka default) and check them against the
     schema (``columns``: name -> Spark simple type string). Raises ConfigError naming the table."""
+    from lakecleaner.core.strategies import strategy_class  # the registry; it imports this module
+
     defaults = defaults or {}
     values: dict[str, Any] = {}
     explicit: set[str] = set()
@@ -292,57 +343,24 @@ def resolve_table(
             f"must be >= min.compaction.lag.ms ({values['min.compaction.lag.ms']})",
         )
 
-    types = {name.lower(): t.lower().replace(" ", "") for name, t in columns.items()}
-    # Config names columns case-insensitively, as Spark does; everything downstream (Iceberg's
-    # metrics, SQL text) gets the schema's own spelling.
-    spelling = {name.lower(): name for name in columns}
-
-    def column(prop: str, required: bool, allowed: tuple[str, ...] | None = None) -> str | None:
-        name = values[prop]
-        if name.lower() not in types:
-            if required or prop in explicit:
-                raise ConfigError(table, prop, name, f"no such column (columns: {', '.join(columns)})")
-            return None
-        if allowed and types[name.lower()] not in allowed:
-            raise ConfigError(table, prop, name, f"column has type {types[name.lower()]}, expected one of {', '.join(allowed)}")
-        return _sql_safe(table, prop, spelling[name.lower()])
-
+    schema = TableSchema(table, values, frozenset(explicit), columns)
     for key in values["compaction.key.columns"]:
-        if key.lower() not in types:
+        if key.lower() not in schema.types:
             raise ConfigError(table, "compaction.key.columns", ",".join(values["compaction.key.columns"]),
                               f"no such column {key!r}")
-    keys = tuple(_sql_safe(table, "compaction.key.columns", spelling[k.lower()]) for k in values["compaction.key.columns"])
-    offset = column("compaction.offset.column", True, INTEGRAL_TYPES)
-    partition = column("compaction.partition.column", False, INTEGRAL_TYPES)
-    tombstone = column("compaction.tombstone.column", False, ("boolean",))
-    value = column("compaction.value.column", False)
-
-    strategy = values["compaction.strategy"]
-    header = values["compaction.strategy.header"]
-    version_column = values["compaction.strategy.column"]
-    timestamp = headers = None
-    if strategy == "header" and not header:
-        strategy = "offset"  # KIP-280: a blank header name means the offset strategy
-    if strategy == "timestamp":
-        timestamp = column("compaction.timestamp.column", True, ORDERABLE_TYPES)
-    elif strategy == "header":
-        headers = column("compaction.headers.column", True, (HEADERS_TYPE,))
-    elif strategy == "column":
-        if not version_column:
-            raise ConfigError(table, "compaction.strategy.column", version_column,
-                              "strategy=column needs the name of the version column")
-        if version_column.lower() not in types:
-            raise ConfigError(table, "compaction.strategy.column", version_column, "no such column")
-        if types[version_column.lower()] not in ORDERABLE_TYPES:
-            raise ConfigError(table, "compaction.strategy.column", version_column,
-                              f"column has type {types[version_column.lower()]}, expected one of {', '.join(ORDERABLE_TYPES)}")
-        version_column = _sql_safe(table, "compaction.strategy.column", spelling[version_column.lower()])
+    keys = tuple(schema.safe("compaction.key.columns", schema.spelling[k.lower()])
+                 for k in values["compaction.key.columns"])
+    offset = schema.column("compaction.offset.column", True, INTEGRAL_TYPES)
+    partition = schema.column("compaction.partition.column", False, INTEGRAL_TYPES)
+    tombstone = schema.column("compaction.tombstone.column", False, ("boolean",))
+    value = schema.column("compaction.value.column", False)
+    roles = strategy_class(values["compaction.strategy"]).resolve(schema)
 
     return TableConfig(
         table=table,
-        strategy=strategy,
-        version_header=header,
-        version_column=version_column,
+        strategy=roles.strategy,
+        version_header=values["compaction.strategy.header"],
+        version_column=roles.version_column,
         delete_retention_ms=values["delete.retention.ms"],
         min_compaction_lag_ms=values["min.compaction.lag.ms"],
         max_compaction_lag_ms=values["max.compaction.lag.ms"],
@@ -352,8 +370,8 @@ def resolve_table(
         key_columns=keys,
         offset_column=offset,
         partition_column=partition,
-        timestamp_column=timestamp,
-        headers_column=headers,
+        timestamp_column=roles.timestamp_column,
+        headers_column=roles.headers_column,
         tombstone_column=tombstone,
         value_column=value,
         read_split=read_split(table, properties),
@@ -545,11 +563,11 @@ def _defaults(value: Any) -> dict[str, Any]:
 
 
 def _severity(value: Any) -> dict[str, str]:
-    from lakecleaner.core.quality_rules import QUALITY_RULES, SEVERITIES  # it imports this module
+    from lakecleaner.core.quality_rules import SEVERITIES, rule_names  # it imports this module
 
     for rule, level in _mapping(value).items():
-        if rule not in QUALITY_RULES:
-            raise _Invalid(f"unknown rule (rules: {'; '.join(QUALITY_RULES)})", (rule,), level)
+        if rule not in rule_names():
+            raise _Invalid(f"unknown rule (rules: {'; '.join(rule_names())})", (rule,), level)
         if level not in SEVERITIES:
             raise _Invalid(f"must be {' or '.join(SEVERITIES)}", (rule,), level)
     return dict(value)
@@ -560,10 +578,10 @@ class _SeveritySchema:
     schema is made: the registry imports this module)."""
 
     def __get_pydantic_json_schema__(self, core_schema, handler) -> dict:
-        from lakecleaner.core.quality_rules import RULES, SEVERITIES
+        from lakecleaner.core.quality_rules import SEVERITIES, rules
 
         return {"type": "object", "additionalProperties": False,
-                "properties": {r.name: {"enum": list(SEVERITIES), "description": r.doc} for r in RULES}}
+                "properties": {r.name: {"enum": list(SEVERITIES), "description": r.doc} for r in rules()}}
 
 
 def _defaults_schema() -> dict:

@@ -1,6 +1,7 @@
 """Which tables need cleaning, from metadata alone (Kafka's "filthiest log first", plus KIP-354).
 
-Pure: works on ``TableMetadata`` (data-file sizes, offset bounds, append times, properties), which
+Pure: works on ``TableMetadata`` (data-file sizes, offset and partition bounds, append times,
+properties; a file is judged dirty or clean by datafiles.judge, as the run judges it), which
 ``lakecleaner.core.metadata`` reads with pyiceberg without opening a data file. Every figure follows
 Kafka's definitions on bytes:
 
@@ -18,18 +19,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping
 
 from lakecleaner.core.config import (LONG_MAX, CHECKPOINT_PROPERTY, ConfigError, TableConfig, physical_deletion_bound, resolve_table)
-from lakecleaner.core.rules import Checkpoint, CheckpointError, log_ends
-
-MIXED = object()  # a data file holding several Kafka partitions
-
-
-@dataclass(frozen=True)
-class FileStat:
-    size: int  # bytes
-    offset_lower: int | None
-    offset_upper: int | None
-    added_at_ms: int  # commit time of the snapshot that added it (0 if that snapshot expired)
-    partition: Any = None  # Kafka partition value; None for an unpartitioned table; MIXED if several
+from lakecleaner.core.datafiles import DataFile, file_log_ends, judge
+from lakecleaner.core.rules import Checkpoint, CheckpointError
 
 
 @dataclass(frozen=True)
@@ -46,7 +37,7 @@ class TableMetadata:
     table: str
     properties: Mapping[str, str]
     columns: Mapping[str, str]  # name -> Spark simple type
-    files: list[FileStat] = field(default_factory=list)
+    files: list[DataFile] = field(default_factory=list)
     snapshots: int = 0
     refs: tuple[RefSnapshot, ...] = ()  # every ref but main
 
@@ -77,23 +68,6 @@ class Evaluation:
 
     def as_dict(self) -> dict:
         return {**asdict(self), "eligible": self.eligible}
-
-
-def _dirty_fraction(f: FileStat, ckpt: Checkpoint, partitioned: bool) -> float:
-    """Share of the file past its partition's checkpoint, assuming offsets spread evenly."""
-    if f.offset_lower is None or f.offset_upper is None:
-        return 1.0
-    if not partitioned:
-        through = ckpt.offsets.get(None)
-    elif f.partition is MIXED or f.partition is None:
-        through = min(ckpt.offsets.values()) if ckpt.offsets else None
-    else:
-        through = ckpt.offsets.get(f.partition)
-    if through is None or f.offset_lower > through:
-        return 1.0
-    if f.offset_upper <= through:
-        return 0.0
-    return (f.offset_upper - through) / (f.offset_upper - f.offset_lower + 1)
 
 
 def _physical_deletion(tc: TableConfig, refs: Iterable[RefSnapshot], now_ms: int) -> str | None:
@@ -128,22 +102,21 @@ def evaluate_table(meta: TableMetadata, now_ms: int, defaults: Mapping[str, Any]
                           strategy=tc.strategy, min_cleanable_dirty_ratio=tc.min_cleanable_dirty_ratio,
                           max_compaction_lag_ms=tc.max_compaction_lag_ms)
     partitioned = tc.partition_column is not None
-    ends = log_ends(((None if f.partition is MIXED else f.partition, f.offset_upper) for f in meta.files),
-                    partitioned) if tc.retain_log_end_record else None
+    ends = file_log_ends(meta.files, partitioned) if tc.retain_log_end_record else None
     ckpt, other_layout, reset = ckpt.vouched(partitioned, ends)  # as the run does (engine._reset_checkpoint)
     clean = cleanable = uncleanable = must = 0.0
     earliest_dirty = None
     for f in meta.files:
-        dirty = f.size * _dirty_fraction(f, ckpt, partitioned)
+        dirty = f.size * judge(f, ckpt.offsets, partitioned).dirty_fraction
         clean += f.size - dirty
         if dirty <= 0:
             continue
-        earliest_dirty = f.added_at_ms if earliest_dirty is None else min(earliest_dirty, f.added_at_ms)
-        if now_ms - f.added_at_ms >= tc.min_compaction_lag_ms:
+        earliest_dirty = f.appended_at_ms if earliest_dirty is None else min(earliest_dirty, f.appended_at_ms)
+        if now_ms - f.appended_at_ms >= tc.min_compaction_lag_ms:
             cleanable += dirty
         else:
             uncleanable += dirty
-        if now_ms - f.added_at_ms > tc.max_compaction_lag_ms:
+        if now_ms - f.appended_at_ms > tc.max_compaction_lag_ms:
             must += dirty
     base = clean + cleanable
     ev = Evaluation(

@@ -18,12 +18,13 @@ from pyiceberg.avro.file import META_SCHEMA, AvroFile, AvroFileHeader
 from pyiceberg.avro.resolver import construct_reader, resolve_reader
 from pyiceberg.conversions import from_bytes
 from pyiceberg.manifest import (
-    DEFAULT_READ_VERSION, MANIFEST_ENTRY_SCHEMAS, MANIFEST_LIST_FILE_SCHEMAS, DataFile, DataFileContent,
+    DEFAULT_READ_VERSION, MANIFEST_ENTRY_SCHEMAS, MANIFEST_LIST_FILE_SCHEMAS, DataFile as IcebergDataFile, DataFileContent,
     FileFormat, ManifestContent, ManifestEntry, ManifestEntryStatus, ManifestFile, PartitionFieldSummary)
 from pyiceberg.utils.schema_conversion import AvroSchemaConversion
 
 from lakecleaner.core.config import LakecleanerConfig, raw_setting
-from lakecleaner.core.evaluate import MIXED, FileStat, RefSnapshot, TableMetadata
+from lakecleaner.core.datafiles import Bounds, DataFile
+from lakecleaner.core.evaluate import RefSnapshot, TableMetadata
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +147,7 @@ def table_metadata(table: str, tbl, defaults=None, cache: "ManifestStatsCache | 
             if pf.source_id == part_field.field_id and str(pf.transform) == "identity":
                 part_index = i
     # What a manifest's statistics depend on besides the manifest itself (immutable).
-    layout = [getattr(offset_field, "field_id", None), getattr(part_field, "field_id", None), part_index]
+    layout = [getattr(offset_field, "field_id", None), getattr(part_field, "field_id", None), part_index, _ROWS]
     known = cache.load(table, layout) if cache else {}
     read: dict[str, list[tuple]] = {}
     for manifest in read_manifest_list(tbl.io, snapshot.manifest_list):
@@ -162,27 +163,38 @@ def table_metadata(table: str, tbl, defaults=None, cache: "ManifestStatsCache | 
     if expired_times and any(stat[3] not in times for stats in read.values() for stat in stats):
         times = {**expired_times(), **times}
     for stats in read.values():
-        meta.files += [FileStat(size, lo, hi, times.get(snapshot_id, 0), MIXED if partition == _MIXED_JSON else partition)
+        meta.files += [DataFile(size=size, offsets=Bounds(lo, hi), partitions=_partition_bounds(partition),
+                                appended_at_ms=times.get(snapshot_id, 0), snapshot_id=snapshot_id)
                        for size, lo, hi, snapshot_id, partition in stats]
     return meta
 
 
-_MIXED_JSON = "mixed"  # MIXED, as the cache writes it
+def _partition_bounds(partition) -> Bounds:
+    """A file's partition bounds from a manifest statistics row: its one partition, [lower, upper]
+    where it may hold several, or None (no partition column, or a null partition: unknown)."""
+    if isinstance(partition, (list, tuple)):
+        return Bounds(*partition)
+    return Bounds() if partition is None else Bounds(partition, partition)
+
+
+# The statistics rows' form, part of the cache's layout: a cache written before the rows kept a
+# file's partition bounds ("mixed" for a file of several) is read again once, not misread.
+_ROWS = "partition-bounds"
 # Below this many data manifests, reading them costs less than creating the cache's file (about
 # 1 ms on a local disk): a table whose manifests maintenance merged is not cached.
 CACHED_FROM_MANIFESTS = 4
 
 
 def _manifest_stats(io, manifest: ManifestFile, offset_field, part_field, part_index) -> list[tuple]:
-    """(size, offset lower and upper bound, adding snapshot, partition) of each live data file."""
+    """(size, offset lower and upper bound, adding snapshot, partition: see _partition_bounds) of each
+    live data file."""
     out = []
     for entry in read_live_entries(io, manifest):
         df = entry.data_file
         if df.content != DataFileContent.DATA:
             continue
-        partition = _partition(df, part_field, part_index)
         out.append((df.file_size_in_bytes, _bound(df.lower_bounds, offset_field), _bound(df.upper_bounds, offset_field),
-                    entry.snapshot_id, _MIXED_JSON if partition is MIXED else partition))
+                    entry.snapshot_id, _partition(df, part_field, part_index)))
     return out
 
 
@@ -217,7 +229,7 @@ class ManifestStatsCache:
     def save(self, table: str, layout: list, manifests: dict[str, list[tuple]]) -> None:
         from lakecleaner.core.state import write_document
 
-        if any(not isinstance(row[4], (int, str, type(None))) for rows in manifests.values() for row in rows):
+        if any(not isinstance(row[4], (int, list, type(None))) for rows in manifests.values() for row in rows):
             return  # a partition value JSON would not give back as it was: no cache for this table
         try:
             write_document(self.cfg, self._name(table), {"layout": layout, "manifests": manifests})
@@ -239,7 +251,7 @@ _readers_lock = threading.Lock()
 _HEADER_READER = construct_reader(META_SCHEMA, {-1: AvroFileHeader})
 _MANIFEST_LIST = (MANIFEST_LIST_FILE_SCHEMAS[DEFAULT_READ_VERSION], {-1: ManifestFile, 508: PartitionFieldSummary},
                   {517: ManifestContent})
-_MANIFEST = (MANIFEST_ENTRY_SCHEMAS[DEFAULT_READ_VERSION], {-1: ManifestEntry, 2: DataFile},
+_MANIFEST = (MANIFEST_ENTRY_SCHEMAS[DEFAULT_READ_VERSION], {-1: ManifestEntry, 2: IcebergDataFile},
              {0: ManifestEntryStatus, 101: FileFormat, 134: DataFileContent})
 
 
@@ -318,9 +330,11 @@ def _bound(bounds, field):
 
 
 def _partition(df, part_field, part_index):
+    """A file's partition as _partition_bounds reads it: from the partition spec (identity on the
+    partition column), else from the column's bounds."""
     if part_field is None:
         return None
     if part_index is not None:
         return df.partition[part_index]
-    lo, hi = _bound(df.lower_bounds, part_field), _bound(df.upper_bounds, part_field)
-    return lo if lo is not None and lo == hi else MIXED
+    bounds = Bounds(_bound(df.lower_bounds, part_field), _bound(df.upper_bounds, part_field))
+    return bounds.single if bounds.single is not None else [bounds.lower, bounds.upper]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Hashable, Iterable
 
 from lakecleaner.core.config import TableConfig
-from lakecleaner.core.strategies import order_key
+from lakecleaner.core.strategies import Strategy
 from lakecleaner.core.rules import (QUARANTINE_NULL_KEY, QUARANTINE_NULL_OFFSET, QUARANTINE_NULL_PARTITION, REASON_EXPIRED_TOMBSTONE, REASON_QUARANTINED, REASON_SUPERSEDED, Checkpoint, Partition, allot_budget, bad_records_at_log_end, run_ends, tombstone_expired)
 
 
@@ -114,12 +114,13 @@ def compact(records: list[Record], checkpoint: Checkpoint, cfg: TableConfig, now
     def protected(r: Record) -> bool:  # rule 6
         return cfg.retain_log_end_record and r.offset == log_end[r.partition]
 
+    keep = Strategy(cfg)  # the table's keep rule
     new_tombstones = 0
     expired_cleaned_at: list[int] = []
     bad = len(records) - len(good)
     read = len(run_ids) + bad
     for (p, key), rs in groups.items():
-        rs.sort(key=lambda r: order_key(cfg.versioned, r.offset, r.version), reverse=True)
+        rs.sort(key=lambda r: keep.order_key(r.offset, r.version), reverse=True)
         winner = rs[0]
         examined = (p, key) in keys
         if examined:

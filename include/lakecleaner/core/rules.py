@@ -12,9 +12,16 @@ import json
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-# A partition id; None for tables without a partition column (the whole table is one log).
+# A partition id; None for tables without a partition column (the whole table is one log): the one
+# way code says "no partition". Two encodings of it are persisted and stay as they are:
 Partition = int | None
-NO_PARTITION = "-"  # how None is written in checkpoint JSON
+NO_PARTITION = "-"  # how None is written in checkpoint JSON (and a run's checkpoint summary)
+NO_PARTITION_VALUE = 0  # None as a value of the engine's partition column (the erasure audit's keys)
+
+
+def partition_value(partition: Partition) -> int:
+    """A partition as the engine's partition column holds it (strategies.Strategy.partition_sql)."""
+    return NO_PARTITION_VALUE if partition is None else partition
 
 REASON_SUPERSEDED = "superseded"
 REASON_EXPIRED_TOMBSTONE = "expired_tombstone"

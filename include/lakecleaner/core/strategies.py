@@ -6,15 +6,23 @@ suite's queries and the latest-per-key view. Change how a record wins here, nowh
 The rule (KIP-280, keep-highest): under ``offset`` the higher offset wins. Under ``timestamp``,
 ``header`` and ``column`` a record with a version beats one without (the other is anomalous), then
 the higher version wins, and a tie goes to the higher offset.
+
+Each strategy is one class registered by its name (``class X(Strategy, name="x")``): where its
+version comes from, as SQL and in Python, and which settings of the table it reads and checks
+(``resolve``). The config's ``compaction.strategy`` accepts the registered names, ``Strategy(tc)`` is
+the table's own strategy's class, and the quality suite asks the class; a new strategy is one class
+here (tests/unit/test_strategies.py registers one).
 """
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Mapping, Sequence
 
-from lakecleaner.core.config import INTEGRAL_TYPES, TableConfig
-from lakecleaner.core.rules import QUARANTINE_NULL_KEY, QUARANTINE_NULL_OFFSET, QUARANTINE_NULL_PARTITION
+from lakecleaner.core.config import (HEADERS_TYPE, INTEGRAL_TYPES, ORDERABLE_TYPES, ConfigError, StrategyRoles,
+                                     TableConfig, TableSchema)
+from lakecleaner.core.rules import (NO_PARTITION_VALUE, QUARANTINE_NULL_KEY, QUARANTINE_NULL_OFFSET,
+                                    QUARANTINE_NULL_PARTITION)
 
 # The derived columns every Spark-side consumer names the roles by (engine frames, quality batch).
 OFFSET, VER, HAS_VER = "o", "ver", "has_ver"
@@ -75,22 +83,70 @@ def checkpoint_sql(p: str | None, o: str, offsets: dict, op: str) -> str | None:
     return " OR ".join(terms) or None
 
 
+# The registry: each strategy's class by its name, in the order they were defined.
+_REGISTRY: dict[str, type["Strategy"]] = {}
+
+
+def strategy_names() -> tuple[str, ...]:
+    """What ``compaction.strategy`` accepts: the registered strategies' names."""
+    return tuple(_REGISTRY)
+
+
+def strategy_class(name: str) -> type["Strategy"]:
+    """The class registered as ``name``; ValueError naming the known ones where none is."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"no such strategy {name!r} (strategies: {', '.join(_REGISTRY)})") from None
+
+
+def unregister(name: str) -> None:
+    """Take a strategy out of the registry again (a test's own strategy)."""
+    del _REGISTRY[name]
+
+
 @dataclass(frozen=True)
 class Strategy:
     """The table's roles (partition, offset, key, tombstone, version) as SQL over its own columns,
-    and the keep rule over the derived columns."""
+    and the keep rule over the derived columns. ``Strategy(tc)`` builds the class registered under
+    ``tc.strategy``; a subclass registers with ``class X(Strategy, name="x")`` and says where the
+    version comes from (by default: a column, ``version_column``, null where there is none)."""
 
     tc: TableConfig
 
-    @property
-    def versioned(self) -> bool:
-        return self.tc.versioned
+    name: ClassVar[str] = ""
+    # Whether records are ordered by (has version, version, offset), not by offset alone.
+    versioned: ClassVar[bool] = True
+    # Whether the quality suite bounds the share of records without a valid version
+    # (quality.anomalous_share_max): where producers write the version, not where Kafka sets it.
+    bounds_anomalous_share: ClassVar[bool] = False
+
+    def __init_subclass__(cls, *, name: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if name is not None:
+            if name in _REGISTRY:
+                raise ValueError(f"strategy {name!r} is registered already ({_REGISTRY[name].__qualname__})")
+            cls.name = name
+            _REGISTRY[name] = cls
+
+    def __new__(cls, tc: TableConfig | None = None) -> "Strategy":
+        # Strategy(tc): the table's own strategy's class (tc None: copy and pickle make it bare).
+        if cls is Strategy and tc is not None:
+            cls = strategy_class(tc.strategy)
+        return super().__new__(cls)
+
+    @classmethod
+    def resolve(cls, schema: TableSchema) -> StrategyRoles:
+        """The strategy's roles in a table's schema (config.resolve_table), each setting it reads
+        checked: a ConfigError names the table, the setting and its value."""
+        return StrategyRoles(cls.name, schema.values["compaction.strategy.column"])
 
     # ---------------------------------------------------------------- roles, over the table's columns
     @property
     def partition_sql(self) -> str:
-        """The partition as bigint; an unpartitioned table is partition 0 inside the engine."""
-        return f"CAST({ident(self.tc.partition_column)} AS BIGINT)" if self.tc.partition_column else "CAST(0 AS BIGINT)"
+        """The partition as bigint; an unpartitioned table is rules.NO_PARTITION_VALUE inside the engine."""
+        return (f"CAST({ident(self.tc.partition_column)} AS BIGINT)" if self.tc.partition_column
+                else f"CAST({NO_PARTITION_VALUE} AS BIGINT)")
 
     @property
     def offset_sql(self) -> str:
@@ -114,47 +170,22 @@ class Strategy:
         return f"({flag} OR ({flag} IS NULL AND {value_null}))"
 
     @property
-    def version_sql(self) -> str:
-        """The record's version (null: none); constant under the offset strategy."""
-        tc = self.tc
-        if tc.strategy == "offset":
-            return "CAST(0 AS BIGINT)"
-        if tc.strategy == "timestamp":
-            return ident(tc.timestamp_column)
-        if tc.strategy == "column":
-            return ident(tc.version_column)
-        # header: the last occurrence of the exactly-named header, an 8-byte big-endian signed long
-        # (Kafka's LongSerializer). Spark has no binary-to-long cast: two's complement by hand.
-        raw = self._header_raw
-        unsigned = f"CAST(conv(hex({raw}), 16, 10) AS DECIMAL(20,0))"
-        signed = (f"CASE WHEN {unsigned} >= CAST('{TWO_TO_63}' AS DECIMAL(20,0)) "
-                  f"THEN {unsigned} - CAST('{TWO_TO_64}' AS DECIMAL(21,0)) ELSE {unsigned} END")
-        return f"CASE WHEN {self.has_version_sql} THEN CAST({signed} AS BIGINT) END"
-
-    @property
     def version_column(self) -> str | None:
         """The column the version is read from as it is (so Iceberg keeps bounds of it), if any."""
-        return {"column": self.tc.version_column, "timestamp": self.tc.timestamp_column}.get(self.tc.strategy)
+        return None
+
+    @property
+    def version_sql(self) -> str:
+        """The record's version (null: none)."""
+        return ident(self.version_column)
 
     @property
     def has_version_sql(self) -> str:
-        tc = self.tc
-        if tc.strategy == "offset":
-            return "TRUE"
-        if tc.strategy == "header":
-            return f"({self._header_raw} IS NOT NULL AND length({self._header_raw}) = {HEADER_VERSION_BYTES})"
         return f"({self.version_sql} IS NOT NULL)"
 
     def version_of(self, row: Mapping[str, Any]) -> tuple[Any, bool]:
         """Python (the reference model): a table row's (version, anomalous), as version_sql and
         has_version_sql give them; the row is a dict of the table's columns."""
-        tc = self.tc
-        if tc.strategy == "offset":
-            return None, False
-        if tc.strategy == "header":
-            headers = [(h["key"], h["value"]) if isinstance(h, Mapping) else (h[0], h[1])
-                       for h in row.get(tc.headers_column) or []]
-            return decode_version_header(headers, tc.version_header)
         version = row.get(self.version_column)
         return version, version is None
 
@@ -162,11 +193,6 @@ class Strategy:
         """Python (the reference model): whether a table row is a tombstone, as tombstone_sql."""
         flag = row.get(self.tc.tombstone_column) if self.tc.tombstone_column else None
         return is_tombstone(row.get(self.tc.value_column) is None if self.tc.value_column else False, flag)
-
-    @property
-    def _header_raw(self) -> str:
-        matching = f"filter({ident(self.tc.headers_column)}, h -> h.key = {sql_string(self.tc.version_header)})"
-        return f"try_element_at({matching}, -1).value"
 
     @property
     def null_key_sql(self) -> str:
@@ -250,6 +276,92 @@ class Strategy:
         return f"named_struct('has_ver', {has_ver}, 'ver', {ver}, 'o', {o})" if self.versioned \
             else f"named_struct('o', {o})"
 
+
+class OffsetStrategy(Strategy, name="offset"):
+    """Kafka's default: the higher offset wins; no version."""
+    versioned = False
+
+    @property
+    def version_sql(self) -> str:
+        return "CAST(0 AS BIGINT)"
+
+    @property
+    def has_version_sql(self) -> str:
+        return "TRUE"
+
+    def version_of(self, row: Mapping[str, Any]) -> tuple[Any, bool]:
+        return None, False
+
+
+class TimestampStrategy(Strategy, name="timestamp"):
+    """KIP-280: the record's timestamp column is its version."""
+
+    @classmethod
+    def resolve(cls, schema: TableSchema) -> StrategyRoles:
+        timestamp = schema.column("compaction.timestamp.column", True, ORDERABLE_TYPES)
+        return replace(super().resolve(schema), timestamp_column=timestamp)
+
+    @property
+    def version_column(self) -> str | None:
+        return self.tc.timestamp_column
+
+
+class HeaderStrategy(Strategy, name="header"):
+    """KIP-280: the version is the last occurrence of the exactly-named header, an 8-byte
+    big-endian signed long (Kafka's LongSerializer); a blank header name means the offset strategy."""
+    bounds_anomalous_share = True
+
+    @classmethod
+    def resolve(cls, schema: TableSchema) -> StrategyRoles:
+        if not schema.values["compaction.strategy.header"]:
+            return OffsetStrategy.resolve(schema)  # KIP-280: a blank header name means the offset strategy
+        headers = schema.column("compaction.headers.column", True, (HEADERS_TYPE,))
+        return replace(super().resolve(schema), headers_column=headers)
+
+    @property
+    def version_sql(self) -> str:
+        # Spark has no binary-to-long cast: two's complement by hand.
+        raw = self._header_raw
+        unsigned = f"CAST(conv(hex({raw}), 16, 10) AS DECIMAL(20,0))"
+        signed = (f"CASE WHEN {unsigned} >= CAST('{TWO_TO_63}' AS DECIMAL(20,0)) "
+                  f"THEN {unsigned} - CAST('{TWO_TO_64}' AS DECIMAL(21,0)) ELSE {unsigned} END")
+        return f"CASE WHEN {self.has_version_sql} THEN CAST({signed} AS BIGINT) END"
+
+    @property
+    def has_version_sql(self) -> str:
+        return f"({self._header_raw} IS NOT NULL AND length({self._header_raw}) = {HEADER_VERSION_BYTES})"
+
+    def version_of(self, row: Mapping[str, Any]) -> tuple[Any, bool]:
+        headers = [(h["key"], h["value"]) if isinstance(h, Mapping) else (h[0], h[1])
+                   for h in row.get(self.tc.headers_column) or []]
+        return decode_version_header(headers, self.tc.version_header)
+
+    @property
+    def _header_raw(self) -> str:
+        matching = f"filter({ident(self.tc.headers_column)}, h -> h.key = {sql_string(self.tc.version_header)})"
+        return f"try_element_at({matching}, -1).value"
+
+
+class ColumnStrategy(Strategy, name="column"):
+    """A column the producer writes (a CDC log sequence number, say) is the version."""
+    bounds_anomalous_share = True
+
+    @classmethod
+    def resolve(cls, schema: TableSchema) -> StrategyRoles:
+        prop = "compaction.strategy.column"
+        name = schema.values[prop]
+        if not name:
+            raise ConfigError(schema.table, prop, name, "strategy=column needs the name of the version column")
+        if name.lower() not in schema.types:
+            raise ConfigError(schema.table, prop, name, "no such column")
+        if schema.types[name.lower()] not in ORDERABLE_TYPES:
+            raise ConfigError(schema.table, prop, name, f"column has type {schema.types[name.lower()]}, expected "
+                                                        f"one of {', '.join(ORDERABLE_TYPES)}")
+        return StrategyRoles(cls.name, schema.safe(prop, schema.spelling[name.lower()]))
+
+    @property
+    def version_column(self) -> str | None:
+        return self.tc.version_column
 
 @dataclass(frozen=True)
 class RankBounds:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import signal
 
-from lakecleaner.core.table import (LAYOUT_PROPERTIES, CompactionError, ConcurrentCommitError, TableRef,
-                                    create_unless_exists, first_line)
+from lakecleaner.core.table import (LAYOUT_PROPERTIES, CompactionError, TableRef, create_unless_exists,
+                                    first_line)
 from lakecleaner.core.config import ConfigError, LakecleanerConfig, TableConfig, is_compacted, resolve_table
 
 def load_table_config(spark, cfg: LakecleanerConfig, ref: TableRef) -> tuple[TableConfig, dict[str, str]]:
@@ -87,23 +87,6 @@ def set_layout_defaults(spark, ref: TableRef, props: dict[str, str]) -> None:
     if missing:
         assignments = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in missing.items())
         spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ({assignments})")
-
-
-def check_no_concurrent_cleaner(spark, ref: TableRef, snapshot: int) -> tuple[int | None, list[int]]:
-    """Since the pinned snapshot, only appends may have happened; anything else (another cleaner, a
-    user's DELETE) means our decisions may be stale: stop before committing anything. Returns the
-    current snapshot and the appends since the pinned one."""
-    current, since, reached = lineage_since(spark, ref, snapshot)
-    if not reached:
-        raise ConcurrentCommitError(ref.short, f"snapshot {snapshot}, which the run read, is no longer on the table's "
-                                         f"current lineage (rolled back or expired); nothing committed, the next "
-                                         f"run starts over")
-    for row in since:
-        if row["operation"] != "append":
-            raise ConcurrentCommitError(ref.short, f"table changed by a concurrent {row['operation']} (snapshot "
-                                             f"{row['snapshot_id']}) since snapshot {snapshot}; nothing committed, "
-                                             f"the next run starts over")
-    return current, [row["snapshot_id"] for row in since]
 
 
 def committed_snapshot(spark, ref: TableRef, since: int) -> dict | None:

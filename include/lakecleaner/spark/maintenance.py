@@ -23,14 +23,16 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from lakecleaner.core.append_times import record_append_times
 from lakecleaner.core.config import (CHECKPOINT_PROPERTY, LONG_MAX, LakecleanerConfig, TableConfig, physical_deletion_bound)
 from lakecleaner.core.table import TableRef
-from lakecleaner.spark.catalog import fail_point, iceberg_table, load_table_config, snapshot_summary
-from lakecleaner.core.rules import Checkpoint
+from lakecleaner.spark.catalog import iceberg_table, load_table_config, snapshot_summary
+from lakecleaner.spark.iceberg_ops import Expiry, Rewrite, older_than_newest_at, rewrite_and_expire
+from lakecleaner.core.datafiles import DataFile, judge
+from lakecleaner.core.rules import Checkpoint, Partition
+from lakecleaner.core.strategies import checkpoint_sql, ident
 from lakecleaner.core.state import StateStore
 
 REWRITE_DELETE_RATIO = 0.2
@@ -39,63 +41,41 @@ ORPHAN_MIN_AGE_MS = 3 * 86_400_000
 # Each append adds a manifest; evaluation reads every live manifest of every table, so past this
 # many they are merged (Iceberg's rewrite_manifests) to keep per-table evaluation cost flat.
 MAX_DATA_MANIFESTS = 8
+# The clean part's files carrying deletes, each rewritten alone if need be.
+CLEAN_PART_DELETES_OUT = {"delete-file-threshold": "1", "min-input-files": "1", "remove-dangling-deletes": "true"}
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class FileBounds:
-    """What Iceberg's metrics say of one live data file: its Kafka-partition and offset bounds
-    (None where the file has no metrics for the column)."""
-    partition_lower: int | None
-    partition_upper: int | None
-    offset_lower: int | None
-    offset_upper: int | None
-
-
-def clean_rewrite_cuts(checkpoint_offsets: Mapping, files: Iterable[FileBounds], partitioned: bool) -> dict | None:
+def clean_rewrite_cuts(checkpoint_offsets: Mapping[Partition, int], files: Iterable[DataFile],
+                       partitioned: bool) -> dict[Partition, int] | None:
     """Per partition, the offset up to which the clean-part rewrite may select files.
 
     rewrite_data_files selects every file that *may* hold a matching row and rewrites it whole, so
     a file straddling the checkpoint (a run cut by compaction.max.records.per.run, a late arrival)
     would have its dirty records rewritten into the rewrite's snapshot: their append time, from
     which min.compaction.lag.ms and max.compaction.lag.ms are counted, would restart. Each cut is
-    the checkpoint lowered below the first offset of every file that is not provably clean, so
-    only files wholly at or below the checkpoint can match; those skipped now are rewritten by a
-    later maintenance, once the checkpoint has passed them. None: no safe cut (a file that may be
-    dirty has no offset metrics)."""
-    keys = [p for p in checkpoint_offsets if (p is not None) == partitioned]
-    cuts = {p: checkpoint_offsets[p] for p in keys}
+    the checkpoint lowered below the first offset of every file that may be dirty (datafiles.judge),
+    in every partition of the checkpoint it may hold, so only files wholly at or below the
+    checkpoint can match; those skipped now are rewritten by a later maintenance, once the
+    checkpoint has passed them. None: no safe cut (a file that may be dirty has no offset metrics)."""
+    cuts = {p: o for p, o in checkpoint_offsets.items() if (p is not None) == partitioned}
     for f in files:
-        held, only_those = _partitions_held(f, keys, partitioned)
-        if only_those and f.offset_upper is not None and all(f.offset_upper <= checkpoint_offsets[p] for p in held):
-            continue  # wholly clean
-        if held and f.offset_lower is None:
+        judged = judge(f, checkpoint_offsets, partitioned)
+        if not judged.may_be_dirty:
+            continue
+        if judged.through and f.offsets.lower is None:
             return None
-        for p in held:
-            cuts[p] = min(cuts[p], f.offset_lower - 1)
+        for p in judged.through:
+            cuts[p] = min(cuts[p], f.offsets.lower - 1)
     return cuts
 
 
-def _partitions_held(f: FileBounds, keys: list, partitioned: bool) -> tuple[list, bool]:
-    """The checkpoint's partitions a file may hold, and whether it holds no other (one the
-    checkpoint has not seen, wholly dirty)."""
-    if not partitioned:
-        return ([None], True) if None in keys else ([], False)
-    lo, hi = f.partition_lower, f.partition_upper
-    if lo is None or hi is None:
-        return list(keys), False
-    held = [p for p in keys if lo <= p <= hi]
-    return held, hi - lo + 1 == len(held)
-
-
-def _clean_part_sql(tc, cuts: Mapping) -> str | None:
-    """SQL filter for the clean part's rewrite (identifiers are checked by config: no backticks)."""
-    o = f"`{tc.offset_column}`"
-    if tc.partition_column is None:
-        return f"{o} <= {cuts[None]}" if None in cuts else None
-    p = f"`{tc.partition_column}`"
-    return " OR ".join(f"({p} = {part} AND {o} <= {off})" for part, off in sorted(cuts.items())) or None
+def _clean_part_sql(tc: TableConfig, cuts: Mapping[Partition, int]) -> str | None:
+    """SQL filter for the clean part's rewrite: the checkpoint predicate (strategies.checkpoint_sql)
+    at the cuts."""
+    p = ident(tc.partition_column) if tc.partition_column else None
+    return checkpoint_sql(p, ident(tc.offset_column), dict(sorted(cuts.items(), key=lambda kv: kv[0] or 0)), "<=")
 
 
 def _clean_rewrite_filter(spark, ref: TableRef, tc: TableConfig, ckpt: Checkpoint) -> str | None:
@@ -106,9 +86,7 @@ def _clean_rewrite_filter(spark, ref: TableRef, tc: TableConfig, ckpt: Checkpoin
     current = iceberg_table(spark, ref).currentSnapshot()
     if current is None:
         return None
-    files = [FileBounds(f["p_lower_bound"] if tc.partition_column else None,
-                        f["p_upper_bound"] if tc.partition_column else None, f["o_lower_bound"], f["o_upper_bound"])
-             for f in data_files(spark, ref, tc, current.snapshotId())]
+    files = data_files(spark, ref, tc, current.snapshotId())
     cuts = clean_rewrite_cuts(ckpt.offsets, files, tc.partition_column is not None)
     if cuts is None:
         log.warning("lakecleaner: table %s: a data file without offset metrics may hold dirty records; "
@@ -135,16 +113,13 @@ def maintain_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None
     gdpr = tc.max_compaction_lag_ms < LONG_MAX
     wanted = deleted_rows and (rewrite_reason or gdpr or out["delete_ratio"] >= REWRITE_DELETE_RATIO)
     where = _clean_rewrite_filter(spark, ref, tc, ckpt) if wanted else None
+    done = rewrite_and_expire(spark, ref, Rewrite(CLEAN_PART_DELETES_OUT, where) if where else None,
+                              _expiry(spark, cfg, ref, tc), fail_at="maintenance_after_rewrite")
     if where:
-        res = spark.sql(
-            f"CALL `{ref.catalog}`.system.rewrite_data_files(table => '{ref.short}', where => '{where}', "
-            "options => map('delete-file-threshold', '1', 'min-input-files', '1', 'remove-dangling-deletes', 'true'))"
-        ).collect()
-        out["rewritten_data_files"] = int(res[0]["rewritten_data_files_count"]) if res else 0
+        out["rewritten_data_files"] = done.files_rewritten
         out["rewrite_reason"] = rewrite_reason or ("max.compaction.lag.ms is finite" if gdpr
                                                     else f"delete ratio >= {REWRITE_DELETE_RATIO}")
-        fail_point("maintenance_after_rewrite")
-    out["snapshots_expired"] = _expire_snapshots(spark, cfg, ref, tc)
+    out["snapshots_expired"] = done.snapshots_expired
     bound = physical_deletion_bound(tc)
     if bound:
         out["physical_deletion"] = bound
@@ -170,28 +145,21 @@ def maintain_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None
     return out
 
 
-def _expire_snapshots(spark, cfg: LakecleanerConfig, ref: TableRef, tc: TableConfig) -> int:
+def _expiry(spark, cfg: LakecleanerConfig, ref: TableRef, tc: TableConfig) -> Expiry:
     """Expire every snapshot older than the newest one committed at least min.compaction.lag.ms ago
     (younger snapshots carry the append times of records not yet old enough), keeping the current
     one. Commit times are wall-clock facts (the run's now may be an interval end in the past, and
-    the rewrite above committed after it), so the cut is taken on the wall clock, in epoch ms.
-    Iceberg's core expiry runs in the driver: for a cleaner's table, whose snapshots were just
-    rewritten, that costs far less than the expire_snapshots procedure's Spark jobs (1.1 s a table).
-    A table's own history.expire.* properties keep more when they ask for more. The commit times
-    of expired snapshots that still add live files are kept first (append_times).
-    Returns how many snapshots were expired."""
-    table = iceberg_table(spark, ref)
+    the rewrite before committed after it), so the cut is taken on the wall clock when the expiry
+    runs, in epoch ms. A table's own history.expire.* properties keep more when they ask for more.
+    The commit times of expired snapshots that still add live files are kept first (append_times)."""
     max_age, keep_last = tc.snapshot_retention
-    now = int(time.time() * 1000)
-    keep_after = min(now - tc.min_compaction_lag_ms, now - max_age if max_age is not None else now)
-    times = {s.snapshotId(): s.timestampMillis() for s in table.snapshots()}
-    cut = max((t for t in times.values() if t <= keep_after), default=None)
-    if cut is None or not any(t < cut for t in times.values()):
-        return 0
-    _keep_append_times(spark, cfg, ref, table, times)
-    table.expireSnapshots().expireOlderThan(cut).retainLast(keep_last).commit()
-    table.refresh()
-    return len(times) - table.snapshots().__len__()
+
+    def keep_after() -> int:
+        now = int(time.time() * 1000)
+        return min(now - tc.min_compaction_lag_ms, now - max_age if max_age is not None else now)
+
+    return Expiry(older_than_newest_at(keep_after), retain_last=keep_last,
+                  before=lambda table, times: _keep_append_times(spark, cfg, ref, table, times))
 
 
 def _keep_append_times(spark, cfg: LakecleanerConfig, ref: TableRef, table, times: dict[int, int]) -> None:

@@ -35,8 +35,8 @@ from lakecleaner.spark.history import ensure_history_table, ensure_own_table
 from lakecleaner.core.rules import Checkpoint, tombstone_expired_sql
 from lakecleaner.core.quality_results import RESULTS_SCHEMA, docs_location, publish_docs, results_table
 from lakecleaner.core.quality_rules import (ANOMALOUS_VERSIONS, FORGOTTEN_STAY_FORGOTTEN, FRESHNESS, NO_NULL_KEYS,
-                                           OFFSETS_UNIQUE, ONE_RECORD_PER_KEY, QUALITY_RULES, TOMBSTONE_EXPIRY,
-                                           TOMBSTONE_NOT_EARLY, winner_is_right)
+                                           OFFSETS_UNIQUE, ONE_RECORD_PER_KEY, TOMBSTONE_EXPIRY, TOMBSTONE_NOT_EARLY,
+                                           QualityRule, Severity, rule_named, winner_is_right)
 from lakecleaner.core.keyhash import UNKEYED, UNKEYED_HASHER, KeyHasher, hash_sql, key_hasher, pads_join
 from lakecleaner.spark.frames import register_pads
 from lakecleaner.core.strategies import Strategy, checkpoint_sql, ident, key_message_sql
@@ -61,13 +61,17 @@ class Forgotten:
 
 @dataclass(frozen=True)
 class Rule:
-    name: str  # the rule it guards, shown in the UI and in errors
+    rule: QualityRule  # the rule it guards, shown in the UI and in errors by its name
     description: str
     query: str  # over {batch}
 
     def __post_init__(self):
-        if self.name not in QUALITY_RULES:  # results, alerts and quality.severity speak the registry's names
-            raise ValueError(f"rule {self.name!r} is not in lakecleaner.core.quality_rules")
+        if rule_named(self.rule.name) != self.rule:  # results, alerts and quality.severity speak the registry's
+            raise ValueError(f"rule {self.rule.name!r} is not in lakecleaner.core.quality_rules")
+
+    @property
+    def name(self) -> str:
+        return self.rule.name
 
 
 def _by_partition(offsets: dict, op: str) -> str | None:
@@ -101,7 +105,8 @@ def build_rules(tc: TableConfig, ckpt: Checkpoint, now_ms: int, interval_ms: int
     """``forgotten``: the table's erasure requests, one relation per hash scheme (_forgotten);
     ``hasher``: how offending rows name their keys (its pads registered in the session)."""
     keys = ", ".join(ident(k) for k in tc.key_columns)
-    winner_order = Strategy(tc).winner_order_sql("lc_has_ver", "lc_ver", "lc_o")
+    strategy = Strategy(tc)
+    winner_order = strategy.winner_order_sql("lc_has_ver", "lc_ver", "lc_o")
     with_log_end = "(SELECT *, max(lc_o) OVER (PARTITION BY lc_p) AS lc_log_end FROM {batch})"
     not_log_end = _not_kept_as_log_end(ckpt) if tc.retain_log_end_record else "TRUE"
     rules = []
@@ -131,7 +136,7 @@ def build_rules(tc: TableConfig, ckpt: Checkpoint, now_ms: int, interval_ms: int
                            f" AS lc_rank FROM {with_log_end} WHERE ({clean})) WHERE lc_rank > 1 AND {not_log_end}")))
         # Only the cleaned part: a keyless record an ingest appended since is dirty, the next run's to move.
         # A partition's log end stays, though copied to quarantine (rule 6: its highest offset never goes).
-        null_key = Strategy(tc).null_key_sql
+        null_key = strategy.null_key_sql
         rules.append(Rule(NO_NULL_KEYS,
                           "cleaned keyless records are moved to the quarantine table, except each partition's log end",
                           f"SELECT lc_p AS partition_id, lc_o AS offset_id FROM {with_log_end} WHERE ({null_key}) "
@@ -149,7 +154,7 @@ def build_rules(tc: TableConfig, ckpt: Checkpoint, now_ms: int, interval_ms: int
     rules.append(Rule(OFFSETS_UNIQUE, "Kafka's contract: one record per (partition, offset)",
                       f"SELECT lc_p AS partition_id, lc_o AS offset_id, count(*) AS records FROM {{batch}} "
                       f"GROUP BY lc_p, lc_o HAVING count(*) > 1 LIMIT {OFFENDING_ROWS}"))
-    if tc.strategy in ("header", "column"):
+    if strategy.bounds_anomalous_share:
         rules.append(Rule(
             ANOMALOUS_VERSIONS,
             f"at most {anomalous_share_max:.1%} of records lack a valid version ({tc.strategy} strategy)",
@@ -158,7 +163,7 @@ def build_rules(tc: TableConfig, ckpt: Checkpoint, now_ms: int, interval_ms: int
     rules.append(Rule(
         FRESHNESS,
         f"max compaction delay {max_delay_ms} ms: dirty data is cleaned within max.compaction.lag.ms",
-        f"SELECT {max_delay_ms} AS max_compaction_delay_ms FROM {{batch}} WHERE {max_delay_ms} > 0 LIMIT 1"))
+        f"SELECT {max_delay_ms} AS {FRESHNESS.figure} FROM {{batch}} WHERE {max_delay_ms} > 0 LIMIT 1"))
     return rules
 
 
@@ -293,8 +298,8 @@ class QualitySuites:
                 batch_df.unpersist()
                 runs_df.unpersist()
             self.pending_docs = True
-        failed = [o for o in outcome if not o["success"] and o["severity"] == "fail"]
-        warned = [o for o in outcome if not o["success"] and o["severity"] != "fail"]
+        failed = [o for o in outcome if not o["success"] and o["severity"] == Severity.FAIL]
+        warned = [o for o in outcome if not o["success"] and o["severity"] != Severity.FAIL]
         summary = {"table": ref.short, "run_name": run_name, "now_ms": now_ms, "success": not failed,
                    "warnings": len(warned), "rules": outcome, "docs_page": pages[0],
                    "docs": docs_location(cfg, pages[0]) if pages[0] else None}
@@ -428,7 +433,7 @@ def _run_suite(ctx, source, name: str, rules: list[Rule], df, run_name: str,
     from great_expectations.core.run_identifier import RunIdentifier
     from great_expectations.expectations.metadata_types import FailureSeverity
 
-    to_gx = {"fail": FailureSeverity.CRITICAL, "warn": FailureSeverity.WARNING}
+    to_gx = {Severity.FAIL: FailureSeverity.CRITICAL, Severity.WARN: FailureSeverity.WARNING}
 
     asset = next((a for a in source.assets if a.name == name), None) or source.add_dataframe_asset(name)
     batch = next(iter(asset.batch_definitions), None) or asset.add_batch_definition_whole_dataframe("whole table")
@@ -436,7 +441,7 @@ def _run_suite(ctx, source, name: str, rules: list[Rule], df, run_name: str,
     for rule in rules:
         suite.add_expectation(_offending_rows_expectation()(
             unexpected_rows_query=rule.query, description=f"{rule.name}: {rule.description}",
-            meta={"rule": rule.name}, severity=to_gx[severity.get(rule.name, "fail")]))
+            meta={"rule": rule.name}, severity=to_gx[Severity(severity.get(rule.name, Severity.FAIL))]))
     suite = ctx.suites.add_or_update(suite)
     vd = ctx.validation_definitions.add_or_update(gx.ValidationDefinition(data=batch, suite=suite, name=name))
     checkpoint = ctx.checkpoints.add_or_update(gx.Checkpoint(
@@ -450,8 +455,8 @@ def _run_suite(ctx, source, name: str, rules: list[Rule], df, run_name: str,
     for res in validation.results:
         meta = res.expectation_config.meta or {}
         rows = (res.result or {}).get("details", {}).get("unexpected_rows") or []
-        level = "fail" if res.expectation_config.severity == FailureSeverity.CRITICAL else "warn"
-        outcome.append({"rule": meta.get("rule"), "severity": level, "success": bool(res.success),
+        level = Severity.FAIL if res.expectation_config.severity == FailureSeverity.CRITICAL else Severity.WARN
+        outcome.append({"rule": meta.get("rule"), "severity": level.value, "success": bool(res.success),
                         "description": by_name[meta.get("rule")].description,
                         "offending": [_plain(r) for r in rows[:OFFENDING_ROWS]]})
     return outcome, page
