@@ -182,3 +182,13 @@ def expected_reason_counts(run: Run) -> dict[str, int]:
     return {"removed_superseded": sum(1 for v in run.removed.values() if v == S),
             "removed_expired_tombstones": sum(1 for v in run.removed.values() if v == E),
             "quarantined": len(run.quarantined)}
+
+# The cases that also run on Iceberg format v3 tables (deletion vectors instead of position-delete
+# files), few for the suite's time (tests/spark/test_engine_vs_model.py runs every strategy on v3):
+# a quarantine, and data files losing records in two runs (v3 replaces the file's deletion vector
+# by a merged one, where v2 adds a second position-delete file).
+FORMAT_V3_CASES = [c for c in CASES if c.name in {
+    "header_last_occurrence_malformed_and_missing",
+    "kip87_null_value_with_flag_false_is_a_live_record",
+    "budget_takes_an_offset_prefix_and_earlier_winner_beats_late_dirty",
+    "keyless_log_end_record_is_quarantined_once_kept_then_removed_once_not_last"}]

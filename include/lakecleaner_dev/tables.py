@@ -19,12 +19,15 @@ KAFKA_SCHEMA = (
 
 def create_compacted_table(spark, cfg: LakecleanerConfig, table: str, properties: Mapping[str, Any] | None = None,
                            schema: str = KAFKA_SCHEMA, partition_by: str | None = "partition",
-                           replace: bool = True) -> TableRef:
+                           replace: bool = True, format_version: int = 2) -> TableRef:
+    """A compacted table with the layout the cleaner relies on, in Iceberg format ``format_version``
+    (2: position-delete files; 3: deletion vectors). ``properties`` override both."""
     ref = TableRef.parse(table, cfg.catalog.name)
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{ref.catalog}`.`{ref.namespace}`")
     if replace:
         spark.sql(f"DROP TABLE IF EXISTS {ref.sql()} PURGE")
-    props = {"cleanup.policy": "compact", **LAYOUT_PROPERTIES, **{k: str(v) for k, v in (properties or {}).items()}}
+    props = {"cleanup.policy": "compact", "format-version": str(format_version), **LAYOUT_PROPERTIES,
+             **{k: str(v) for k, v in (properties or {}).items()}}
     tblprops = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in props.items())
     partitioning = f"PARTITIONED BY ({ident(partition_by)})" if partition_by else ""
     spark.sql(f"CREATE TABLE {ref.sql()} ({schema}) USING iceberg {partitioning} TBLPROPERTIES ({tblprops})")

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from lakecleaner.spark import catalog
+from lakecleaner.spark import guards
 from lakecleaner.spark.batch import BatchRequest, clean_tables
 from lakecleaner.core.config import CHECKPOINT_PROPERTY
 from lakecleaner.spark.engine import compact_table
@@ -49,7 +49,7 @@ def test_a_run_another_cleaner_beat_to_the_commit_yields_and_is_not_counted(spar
                                                                            monkeypatch):
     ref = create_compacted_table(spark, lake_config, table_name)
     append(spark, ref, _rows(0, 6))
-    original = catalog.check_no_concurrent_cleaner
+    original = guards.check_no_concurrent_cleaner
     state = {"done": False}
 
     def another_run_commits_first(spark_, ref_, snapshot):
@@ -58,7 +58,7 @@ def test_a_run_another_cleaner_beat_to_the_commit_yields_and_is_not_counted(spar
             compact_table(spark, lake_config, table_name)  # a scheduled run beside the backfill's
         return original(spark_, ref_, snapshot)
 
-    monkeypatch.setattr(catalog, "check_no_concurrent_cleaner", another_run_commits_first)
+    monkeypatch.setattr(guards, "check_no_concurrent_cleaner", another_run_commits_first)
     request = BatchRequest((table_name,), int(time.time() * 1000), record_outcomes=True)
     [outcome] = clean_tables(spark, lake_config, request)
     monkeypatch.undo()

@@ -1,9 +1,9 @@
 """The hand-worked cases on the real Spark job, with real Iceberg commits as append times."""
 import pytest
 
-from cases import CASES, expected_reason_counts, resolve_now
+from cases import CASES, FORMAT_V3_CASES, expected_reason_counts, resolve_now
 from lakecleaner.core.table import TableRef
-from lakecleaner.spark.catalog import current_snapshot
+from lakecleaner.spark.catalog import current_snapshot, format_version
 from lakecleaner.spark.engine import compact_table
 from lakecleaner_dev.tables import KAFKA_SCHEMA, append, create_compacted_table
 
@@ -21,10 +21,25 @@ def _commit_time(spark, ref):
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_spark_job_on_hand_worked_case(spark, request, case, catalog):
     """Each case on the embedded Hadoop catalog and on Iceberg's JDBC catalog on PostgreSQL."""
-    lake_config = request.getfixturevalue("lake_config" if catalog == "hadoop" else "pg_config")
+    _run_case(spark, request.getfixturevalue("lake_config" if catalog == "hadoop" else "pg_config"), case)
+
+
+@pytest.mark.parametrize("case", FORMAT_V3_CASES, ids=lambda c: c.name)
+def test_spark_job_on_hand_worked_case_on_format_v3(spark, lake_config, case):
+    """On a v3 table the runs mask records with deletion vectors (Puffin files, at most one live per
+    data file), and the quarantine is a v3 table too: the same survivors, figures and copies."""
+    ref = _run_case(spark, lake_config, case, version=3)
+    deletes = spark.sql(f"SELECT file_format, referenced_data_file FROM {ref.meta('delete_files')}").collect()
+    assert deletes and {d["file_format"] for d in deletes} == {"PUFFIN"}, deletes
+    assert len({d["referenced_data_file"] for d in deletes}) == len(deletes)  # one deletion vector per file
+    if any(run.quarantined for run in case.runs):
+        assert format_version(spark, TableRef.parse(f"cases.{case.name}__quarantine", "lake")) == 3
+
+
+def _run_case(spark, lake_config, case, version=2):
     name = lake_config.catalog.name
     table = f"cases.{case.name}"
-    ref = create_compacted_table(spark, lake_config, table, case.props, schema=SCHEMA)
+    ref = create_compacted_table(spark, lake_config, table, case.props, schema=SCHEMA, format_version=version)
     spark.sql(f"DROP TABLE IF EXISTS {TableRef.parse(table + '__quarantine', name).sql()}")
     batch_times, run_nows, clean_times, appended = [], [], [], 0
     copied = []  # every record the runs so far copied to quarantine
@@ -48,6 +63,7 @@ def test_spark_job_on_hand_worked_case(spark, request, case, catalog):
             quarantined = spark.table(TableRef.parse(table + "__quarantine", name).sql()).collect()
             assert sorted((r["partition"], r["offset"]) for r in quarantined) == sorted(copied), f"run {i}"
             assert {r["quarantine_reason"] for r in quarantined} == {"null key"}
+    return ref
 
 
 def test_cleaner_jvm_runs_with_its_options(spark):

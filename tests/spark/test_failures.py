@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from lakecleaner.spark import catalog
+from lakecleaner.spark import catalog, guards
 from lakecleaner.core.config import CHECKPOINT_PROPERTY, ConfigError
 from lakecleaner.core.table import CompactionError, ConcurrentCommitError, TableRef
 from lakecleaner.spark.catalog import current_snapshot
@@ -86,7 +86,7 @@ def test_a_concurrent_cleaner_makes_the_later_run_yield_cleanly(spark, lake_conf
     ref = _filled(spark, lake_config, table_name)
     now = int(time.time() * 1000)
     expected, _ = _expected(spark, lake_config, table_name, now)
-    original = catalog.check_no_concurrent_cleaner
+    original = guards.check_no_concurrent_cleaner
     state = {"nested": False}
 
     def other_cleaner_commits_first(spark_, ref_, snapshot):
@@ -95,7 +95,7 @@ def test_a_concurrent_cleaner_makes_the_later_run_yield_cleanly(spark, lake_conf
             compact_table(spark, lake_config, table_name, now_ms=now)  # the other run wins the race
         return original(spark_, ref_, snapshot)
 
-    monkeypatch.setattr(catalog, "check_no_concurrent_cleaner", other_cleaner_commits_first)
+    monkeypatch.setattr(guards, "check_no_concurrent_cleaner", other_cleaner_commits_first)
     with pytest.raises(ConcurrentCommitError, match=rf"table {table_name}: table changed by a concurrent delete"):
         compact_table(spark, lake_config, table_name, now_ms=now)
     assert _ids(spark, ref) == expected
@@ -109,14 +109,14 @@ def test_a_cleaner_in_another_process_is_seen_before_commit(spark, lake_config, 
     ref = _filled(spark, lake_config, table_name)
     now = int(time.time() * 1000)
     expected, _ = _expected(spark, lake_config, table_name, now)
-    original = catalog.check_no_concurrent_cleaner
+    original = guards.check_no_concurrent_cleaner
 
     def other_process_commits_first(spark_, ref_, snapshot):
         subprocess.run([sys.executable, "-m", "lakecleaner.cli", "--config", str(config_file), "compact", table_name,
                         "--now-ms", str(now)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return original(spark_, ref_, snapshot)
 
-    monkeypatch.setattr(catalog, "check_no_concurrent_cleaner", other_process_commits_first)
+    monkeypatch.setattr(guards, "check_no_concurrent_cleaner", other_process_commits_first)
     with pytest.raises(CompactionError, match=rf"table {table_name}: table changed by a concurrent delete"):
         compact_table(spark, lake_config, table_name, now_ms=now)
     assert _ids(spark, ref) == expected
@@ -140,13 +140,13 @@ def test_a_rollback_during_a_run_makes_it_fail_cleanly(spark, lake_config, table
     stop before committing, whatever the lineage walk finds."""
     ref = _filled(spark, lake_config, table_name)
     before = spark.sql(f"SELECT snapshot_id FROM {ref.meta('history')} ORDER BY made_current_at").collect()[-2][0]
-    original = catalog.check_no_concurrent_cleaner
+    original = guards.check_no_concurrent_cleaner
 
     def user_rolls_back_first(spark_, ref_, snapshot):
         spark.sql(f"CALL lake.system.rollback_to_snapshot('{ref.short}', {before})")
         return original(spark_, ref_, snapshot)
 
-    monkeypatch.setattr(catalog, "check_no_concurrent_cleaner", user_rolls_back_first)
+    monkeypatch.setattr(guards, "check_no_concurrent_cleaner", user_rolls_back_first)
     with pytest.raises(CompactionError, match=rf"table {table_name}: snapshot \d+, which the run read, is no longer "
                                               rf"on the table's current lineage"):
         compact_table(spark, lake_config, table_name, now_ms=int(time.time() * 1000))
@@ -317,14 +317,14 @@ def test_a_late_arrival_inside_the_run_range_stops_an_offset_map_run(spark, lake
     at an offset the run covers was never examined, so the run must not remove it unseen."""
     ref = _filled(spark, lake_config, table_name)
     before = _ids(spark, ref)
-    original = catalog.check_no_concurrent_cleaner
+    original = guards.check_no_concurrent_cleaner
 
     def late_arrival_first(spark_, ref_, snapshot):
         # partition 0 holds even offsets only: 1 is free there, and below the run's end
         append(spark, ref, [{"key": "k1", "offset": 1, "partition": 0, "value": "late"}])
         return original(spark_, ref_, snapshot)
 
-    monkeypatch.setattr(catalog, "check_no_concurrent_cleaner", late_arrival_first)
+    monkeypatch.setattr(guards, "check_no_concurrent_cleaner", late_arrival_first)
     with pytest.raises(CompactionError, match=rf"table {table_name}: 1 data file\(s\) appended during the run may "
                                               rf"hold offsets inside the run's range.*nothing committed"):
         compact_table(spark, lake_config, table_name, now_ms=int(time.time() * 1000))
@@ -422,14 +422,14 @@ def test_a_null_offset_record_appended_during_a_run_is_not_removed_unseen(spark,
     offset bounds lie past the run's range; the next run quarantines both."""
     ref = _filled(spark, lake_config, table_name, batches=1, per_batch=6)
     append(spark, ref, [{"key": "k1", "offset": None, "partition": 0, "value": "early"}])
-    original = catalog.check_no_concurrent_cleaner
+    original = guards.check_no_concurrent_cleaner
 
     def late_null_offset_first(spark_, ref_, snapshot):
         append(spark, ref, [{"key": "k1", "offset": None, "partition": 0, "value": "late"},
                             {"key": "k9", "offset": 1000, "partition": 0, "value": "past the run"}])
         return original(spark_, ref_, snapshot)
 
-    monkeypatch.setattr(catalog, "check_no_concurrent_cleaner", late_null_offset_first)
+    monkeypatch.setattr(guards, "check_no_concurrent_cleaner", late_null_offset_first)
     with pytest.raises(CompactionError, match=rf"table {table_name}: 1 data file\(s\) appended during the run may "
                                               rf"hold records with a null offset.*nothing committed"):
         compact_table(spark, lake_config, table_name, now_ms=int(time.time() * 1000))

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import functions as F
 
-from lakecleaner.spark import catalog
+from lakecleaner.spark import catalog, guards
 from lakecleaner.core.table import CompactionError
 from lakecleaner.spark.engine import compact_table, quarantine_table
 from lakecleaner.spark import forget as forget_module
@@ -40,8 +40,13 @@ def _reachable_rows(spark, ref) -> list[dict]:
     return rows
 
 
-def _filled(spark, cfg, table):
-    ref = create_compacted_table(spark, cfg, table, {"delete.retention.ms": "0"})
+def _delete_file_formats(spark, ref) -> set[str]:
+    """The formats of the delete files any snapshot reaches: PUFFIN deletion vectors on v3."""
+    return {r[0] for r in spark.sql(f"SELECT file_format FROM {ref.meta('all_delete_files')}").collect()}
+
+
+def _filled(spark, cfg, table, format_version=2):
+    ref = create_compacted_table(spark, cfg, table, {"delete.retention.ms": "0"}, format_version=format_version)
     append(spark, ref, [{"key": "alice", "offset": 0, "partition": 0, "value": "alice's old address"},
                         {"key": "bob", "offset": 1, "partition": 0, "value": "bob v1"},
                         {"key": "alice", "offset": 2, "partition": 0, "value": "alice's address"},
@@ -51,12 +56,17 @@ def _filled(spark, cfg, table):
     return ref
 
 
-def test_forget_removes_the_key_from_table_and_quarantine_physically(spark, lake_config, table_name):
-    ref = _filled(spark, lake_config, table_name)
+@pytest.mark.parametrize("format_version", [2, 3])
+def test_forget_removes_the_key_from_table_and_quarantine_physically(spark, lake_config, table_name, format_version):
+    """On v3 the compaction masks alice's old address with a deletion vector, and the quarantine is
+    v3 too: the reachability check reads the data files whatever masks their rows."""
+    ref = _filled(spark, lake_config, table_name, format_version)
     compact_table(spark, lake_config, table_name)  # alice's keyed, offsetless record goes to quarantine
     qref = quarantine_table(lake_config, ref)
     assert [r["value"] for r in spark.table(qref.sql()).collect()] == ["alice, no offset"]
     assert any(r["value"] == "alice's old address" for r in _reachable_rows(spark, ref))  # masked, not gone
+    assert _delete_file_formats(spark, ref) == {"PUFFIN" if format_version == 3 else "PARQUET"}
+    assert catalog.format_version(spark, qref) == format_version
     now = int(time.time() * 1000)
     result = forget(spark, lake_config, ForgetRequest(table_name, ({"key": "alice"},)), now_ms=now, interval_ms=INTERVAL)
     assert (result.removed_records, result.removed_quarantined) == (1, 1)
@@ -166,7 +176,7 @@ def test_quality_catches_an_old_record_put_back_and_keeps_new_data(spark, lake_c
 
 def test_a_compaction_raced_by_a_forget_stops_and_the_key_stays_gone(spark, lake_config, table_name, monkeypatch):
     ref = _filled(spark, lake_config, table_name)
-    original = catalog.check_no_concurrent_cleaner
+    original = guards.check_no_concurrent_cleaner
     state = {"done": False}
 
     def forget_commits_first(spark_, ref_, snapshot):
@@ -175,7 +185,7 @@ def test_a_compaction_raced_by_a_forget_stops_and_the_key_stays_gone(spark, lake
             forget(spark, lake_config, ForgetRequest(table_name, ({"key": "alice"},)))
         return original(spark_, ref_, snapshot)
 
-    monkeypatch.setattr(catalog, "check_no_concurrent_cleaner", forget_commits_first)
+    monkeypatch.setattr(guards, "check_no_concurrent_cleaner", forget_commits_first)
     with pytest.raises(CompactionError, match=rf"table {table_name}: .*nothing committed"):
         compact_table(spark, lake_config, table_name)
     monkeypatch.undo()
@@ -239,13 +249,18 @@ def test_a_key_with_no_live_row_is_judged_on_disk_and_its_files_still_rewritten(
     assert result.physically_removed and result.deadline_ms == now
 
 
-def test_records_masked_in_a_dirty_file_are_not_reported_physically_removed(spark, lake_config, table_name):
+@pytest.mark.parametrize("format_version", [2, 3])
+def test_records_masked_in_a_dirty_file_are_not_reported_physically_removed(spark, lake_config, table_name,
+                                                                             format_version):
     """Never compacted: the file is above the checkpoint, so maintenance does not rewrite it and the
-    masked record stays in it. The request says so, with the README's bound, not 'removed now'."""
-    ref = create_compacted_table(spark, lake_config, table_name, {"max.compaction.lag.ms": "60000"})
+    masked record stays in it (on v3 under a deletion vector). The request says so, with the
+    README's bound, not 'removed now'."""
+    ref = create_compacted_table(spark, lake_config, table_name, {"max.compaction.lag.ms": "60000"},
+                                 format_version=format_version)
     append(spark, ref, [{"key": "a", "offset": 0, "partition": 0, "value": "x"},
                         {"key": "b", "offset": 1, "partition": 0, "value": "y"}])
     spark.sql(f"DELETE FROM {ref.sql()} WHERE key = 'a'")  # no live row of a any more
+    assert _delete_file_formats(spark, ref) == {"PUFFIN" if format_version == 3 else "PARQUET"}
     now = int(time.time() * 1000)
     result = forget(spark, lake_config, ForgetRequest(table_name, ({"key": "a"},)), now_ms=now, interval_ms=INTERVAL)
     assert any(r["key"] == "a" for r in _reachable_rows(spark, ref))

@@ -1,5 +1,6 @@
 """After compaction + maintenance, a removed record is in no data file reachable from any snapshot."""
 import time
+from dataclasses import dataclass
 
 import pyarrow.parquet as pq
 import pytest
@@ -11,20 +12,65 @@ from lakecleaner_dev.tables import append, create_compacted_table
 pytestmark = pytest.mark.spark
 
 
-def _reachable_offsets(spark, ref):
+def _reachable_offsets(spark, ref) -> set:
     """(partition, offset, value) in every data file any snapshot can still reach, read raw."""
-    files = [r["file_path"] for r in spark.sql(f"SELECT DISTINCT file_path FROM {ref.meta('all_data_files')}").collect()]
-    found = set()
-    for path in files:
-        table = pq.read_table(path.replace("file:", ""), columns=["partition", "offset", "value"])
-        found |= set(zip(*(table.column(c).to_pylist() for c in ("partition", "offset", "value"))))
-    return found
+    return _reachable(spark, ref).records
 
 
-def test_removed_records_are_unreachable_after_maintenance(spark, lake_config, table_name):
+@dataclass(frozen=True)
+class OnDisk:
+    """What the files any snapshot reaches hold: the records of the data files, and per delete file
+    its format and the data files it masks rows of."""
+    records: set
+    data_files: set[str]
+    deletes: dict[str, tuple[str, set[str]]]
+
+    def masking(self, data_file: str) -> set[str]:
+        """The formats of the delete files that mask rows of ``data_file``."""
+        return {fmt for fmt, masked in self.deletes.values() if data_file in masked}
+
+
+def _reachable(spark, ref) -> OnDisk:
+    """Every file any snapshot can still reach (all_files: data and delete files alike), read raw.
+    A delete file holds positions, never records (a v2 position-delete file: data file paths and
+    row positions; a v3 deletion vector in a Puffin file: a bitmap of positions in its one
+    referenced data file), so a record is on disk exactly while a reachable data file holds it,
+    masked or not; of a delete file, what counts is which data files it points into."""
+    found, data_files, deletes = set(), set(), {}
+    for f in spark.sql(f"SELECT DISTINCT content, file_format, file_path, referenced_data_file "
+                       f"FROM {ref.meta('all_files')}").collect():
+        path = f["file_path"].replace("file:", "")
+        if f["content"] == 0:
+            found |= _records(path)
+            data_files.add(path)
+        elif f["file_format"] == "PUFFIN":
+            deletes[path] = ("PUFFIN", {f["referenced_data_file"].replace("file:", "")})
+        else:
+            masked = pq.read_table(path, columns=["file_path"]).column("file_path").to_pylist()
+            deletes[path] = (f["file_format"], {p.replace("file:", "") for p in masked})
+    return OnDisk(found, data_files, deletes)
+
+
+def _records(path: str) -> set:
+    table = pq.read_table(path, columns=["partition", "offset", "value"])
+    return set(zip(*(table.column(c).to_pylist() for c in ("partition", "offset", "value"))))
+
+
+def _files_holding(spark, ref, record) -> set[str]:
+    """The data files any snapshot reaches that hold (partition, offset, value) ``record``."""
+    files = {r[0].replace("file:", "") for r in spark.sql(f"SELECT file_path FROM {ref.meta('all_data_files')}").collect()}
+    return {path for path in files if record in _records(path)}
+
+
+@pytest.mark.parametrize("format_version", [2, 3])
+def test_removed_records_are_unreachable_after_maintenance(spark, lake_config, table_name, format_version):
+    """On v2 the runs mask records with position-delete files, on v3 with deletion vectors; either
+    way maintenance rewrites the data files holding them and expires the snapshots reaching the old
+    ones, and no delete file is left pointing at a file that holds a removed record."""
     # a GDPR table: max.compaction.lag.ms is finite
     ref = create_compacted_table(spark, lake_config, table_name, {"max.compaction.lag.ms": "1000",
-                                                                   "delete.retention.ms": "0"})
+                                                                   "delete.retention.ms": "0"},
+                                 format_version=format_version)
     append(spark, ref, [{"key": "alice", "offset": 0, "partition": 0, "value": "alice's address"},
                         {"key": "bob", "offset": 1, "partition": 0, "value": "bob v1"}])
     compact_table(spark, lake_config, table_name)  # clean part: alice, bob
@@ -33,12 +79,18 @@ def test_removed_records_are_unreachable_after_maintenance(spark, lake_config, t
                         {"key": "carol", "offset": 4, "partition": 0, "value": "carol"}])
     stats = compact_table(spark, lake_config, table_name)
     assert stats["removed_superseded"] == 2
-    assert (0, 0, "alice's address") in _reachable_offsets(spark, ref)  # masked, not yet gone
+    before = _reachable(spark, ref)
+    assert (0, 0, "alice's address") in before.records  # masked, not yet gone
+    [holding] = _files_holding(spark, ref, (0, 0, "alice's address"))
+    assert before.masking(holding) == {"PUFFIN" if format_version == 3 else "PARQUET"}, before  # a DV on v3
     out = maintain_table(spark, lake_config, table_name)
     assert out["rewritten_data_files"] >= 1, out
-    reachable = _reachable_offsets(spark, ref)
-    assert (0, 0, "alice's address") not in reachable and (0, 1, "bob v1") not in reachable
-    assert {(0, 2, None), (0, 3, "bob v2"), (0, 4, "carol")} <= reachable
+    after = _reachable(spark, ref)
+    assert (0, 0, "alice's address") not in after.records and (0, 1, "bob v1") not in after.records
+    assert {(0, 2, None), (0, 3, "bob v2"), (0, 4, "carol")} <= after.records
+    assert holding not in after.data_files and not any(after.masking(f) for f in after.data_files), after
+    if format_version == 3:  # a deletion vector goes with the data file it masks; a v2 delete file may dangle
+        assert not after.deletes, after
     # the tombstone itself goes after delete.retention.ms, and maintenance makes that physical too
     time.sleep(0.01)
     append(spark, ref, [{"key": "dave", "offset": 5, "partition": 0, "value": "dave"}])

@@ -89,3 +89,35 @@ def test_quality_results_keep_the_retention_each_tables_newest_and_their_pages(s
              for p in ("p-old", "p-old-history", "p-shared", "p-shared-history", "p-new", "p-only")}
     assert pages == {"p-old": False, "p-old-history": False, "p-shared": True, "p-shared-history": True,
                      "p-new": True, "p-only": True}  # a page a kept row names stays; a table's newest stays
+
+
+def test_the_cleaners_own_tables_take_the_configured_format_version(spark, lake_config, table_name):
+    """cleaner.own_tables_format_version=3: the run history, the forget audit, the erasure requests
+    and the data-quality results are created as v3 tables (the requests keeping their own write
+    modes); the run history is maintained and read back by pyiceberg as on v2."""
+    import dataclasses
+
+    from lakecleaner.core.erasure_requests import requests_ref
+    from lakecleaner.core.history import read_history
+    from lakecleaner.core.table import TableRef
+    from lakecleaner.spark.catalog import format_version
+    from lakecleaner.spark.erasure_requests import ensure_requests_table
+    from lakecleaner.spark.forget import audit_table, ensure_audit_table
+    from lakecleaner.spark.quality import ensure_results_table
+
+    cfg = dataclasses.replace(lake_config, cleaner=dataclasses.replace(
+        lake_config.cleaner, meta_namespace=f"own_v3_{int(time.time() * 1000) % 10**8}", own_tables_format_version=3))
+    now = int(time.time() * 1000)
+    for i, age_days in enumerate((45, 0)):
+        record_history(spark, cfg, {"table": table_name, "run_id": f"r{i}", "status": "committed",
+                                    "now_ms": now - age_days * DAY_MS, "dry_run": False})
+    ensure_audit_table(spark, cfg)
+    ensure_requests_table(spark, cfg)
+    ensure_results_table(spark, cfg)
+    own = [cfg.history_table, audit_table(cfg).replace("`", ""), f"{cfg.catalog.name}.{cfg.cleaner.meta_namespace}"
+           ".quality_results"]
+    refs = [TableRef.parse(t, cfg.catalog.name) for t in own] + [requests_ref(cfg)]
+    assert [format_version(spark, ref) for ref in refs] == [3, 3, 3, 3]
+    assert spark.sql(f"SHOW TBLPROPERTIES {requests_ref(cfg).sql()} ('write.delete.mode')").first()[1] == "copy-on-write"
+    assert maintain_run_history(spark, cfg, now)["rows_deleted"] == 1
+    assert [r["run_id"] for r in read_history(cfg, table_name)] == ["r1"]

@@ -667,6 +667,12 @@ _Seconds = _typed(float, _number("must be a positive number of seconds", False, 
                   {"type": "number", "exclusiveMinimum": 0})
 _Share = _typed(float, _number("must be between 0 and 1", False, lambda v: 0 <= v <= 1),
                 {"type": "number", "minimum": 0, "maximum": 1})
+# The Iceberg format versions the cleaner runs on: both have row-level deletes (v2 position-delete
+# files; v3 deletion vectors in Puffin files, which a merge-on-read MERGE on a v3 table writes).
+FORMAT_VERSIONS = (2, 3)
+_FormatVersion = _typed(int, _number(f"must be an Iceberg format version the cleaner runs on: "
+                                     f"{' or '.join(map(str, FORMAT_VERSIONS))}", True, lambda v: v in FORMAT_VERSIONS),
+                        {"enum": list(FORMAT_VERSIONS)})
 _EnvName = _typed(str, _matching(IDENT, "must be an environment variable's name (letters, digits and _)"),
                   _pattern(IDENT))
 _Severity = Annotated[Mapping[str, str], BeforeValidator(_severity), _SeveritySchema()]
@@ -839,6 +845,11 @@ class CleanerConfig:
     # Docs pages) older than this are deleted (lakecleaner.core.housekeeping); each table's newest
     # data-quality result is kept whatever its age.
     own_files_retention_days: _PositiveInt = Field(30, description="the cleaner's own records older than this go")
+    # The format version the cleaner's own tables (run history, forget audit, erasure requests,
+    # data-quality results) are created with; a table that exists keeps its own. Quarantine tables
+    # take their source table's version instead.
+    own_tables_format_version: _FormatVersion = Field(2, description="the Iceberg format version (2 or 3) the "
+                                                                     "cleaner's own tables are created with")
 
 
 @_section("quality")

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lakecleaner.core.config import IDENT, ConfigError
+from lakecleaner.core.config import FORMAT_VERSIONS, IDENT, ConfigError
 
 
 # Table properties the MERGE relies on. Merge-on-read keeps files (and append times) intact and
 # makes a run's writes proportional to what it removes; snapshot isolation lets appenders commit
 # while a run is in flight (a run deletes only rows of its pinned snapshot: the offset-map run
-# first checks that no file appended since may hold an offset inside its range).
+# first checks that no file appended since may hold an offset inside its range). The format
+# version is chosen when a table is created, not set here: any of FORMAT_VERSIONS does (v2 masks
+# removed rows with position-delete files, v3 with deletion vectors).
 LAYOUT_PROPERTIES = {
-    "format-version": "2",
     "write.delete.mode": "merge-on-read",
     "write.merge.mode": "merge-on-read",
     "write.update.mode": "merge-on-read",
@@ -122,7 +123,8 @@ def layout_problem(props: dict[str, str]) -> str | None:
     would take the commit's time as their append time (rule 3), and dirty records past the run
     would be rewritten by a run that never read them. The runs and erasure requests both refuse."""
     if props.get("format-version") == "1":
-        return "Iceberg format-version 1 has no row-level deletes; upgrade to 2"
+        return (f"Iceberg format-version 1 has no row-level deletes; upgrade to "
+                f"{' or '.join(map(str, FORMAT_VERSIONS))}")
     mode = props.get("write.merge.mode", LAYOUT_PROPERTIES["write.merge.mode"])
     if mode.strip().lower() != LAYOUT_PROPERTIES["write.merge.mode"]:
         return (f"write.merge.mode={mode!r}: the cleaner's MERGE needs merge-on-read (a rewrite would re-date "

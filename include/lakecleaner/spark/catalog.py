@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import signal
 
-from lakecleaner.core.table import (LAYOUT_PROPERTIES, CompactionError, ConcurrentCommitError, TableRef,
+from lakecleaner.core.table import (LAYOUT_PROPERTIES, CompactionError, TableRef, create_unless_exists,
                                     first_line)
 from lakecleaner.core.config import ConfigError, LakecleanerConfig, TableConfig, is_compacted, resolve_table
 
@@ -45,6 +45,28 @@ def iceberg_table(spark, ref: TableRef, refresh: bool = True):
     return table
 
 
+def format_version(spark, ref: TableRef) -> int:
+    """The table's Iceberg format version (kept in its metadata, not among its properties), from
+    the table object as last loaded: a table's version only ever goes up, and not mid-run."""
+    return int(spark._jvm.org.apache.iceberg.TableUtil.formatVersion(iceberg_table(spark, ref, refresh=False)))
+
+
+def create_own_table(spark, cfg: LakecleanerConfig, table: str, schema: str,
+                     properties: dict[str, str] | None = None) -> None:
+    """Create one of the cleaner's own tables (run history, forget audit, erasure requests,
+    data-quality results) and its meta namespace unless they exist, in the format version the
+    config chooses for them (cleaner.own_tables_format_version)."""
+    from lakecleaner.core.strategies import ident, sql_string
+
+    props = {"format-version": str(cfg.cleaner.own_tables_format_version), **(properties or {})}
+    assignments = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in props.items())
+    # IF NOT EXISTS is itself check-then-create inside Spark: another process can win in between
+    create_unless_exists(lambda: spark.sql(
+        f"CREATE NAMESPACE IF NOT EXISTS {ident(cfg.catalog.name)}.{ident(cfg.cleaner.meta_namespace)}"))
+    create_unless_exists(lambda: spark.sql(
+        f"CREATE TABLE IF NOT EXISTS {table} ({schema}) USING iceberg TBLPROPERTIES ({assignments})"))
+
+
 def fail_point(name: str) -> None:
     """Crash injection for tests: LAKECLEANER_FAIL_AT=<name> makes the run fail at that point;
     LAKECLEANER_FAIL_AT=kill:<name> kills the whole process there (SIGKILL: nothing runs after)."""
@@ -62,27 +84,9 @@ def set_layout_defaults(spark, ref: TableRef, props: dict[str, str]) -> None:
     from lakecleaner.core.strategies import sql_string
 
     missing = {k: v for k, v in LAYOUT_PROPERTIES.items() if k not in props}
-    missing.pop("format-version", None)
     if missing:
         assignments = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in missing.items())
         spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ({assignments})")
-
-
-def check_no_concurrent_cleaner(spark, ref: TableRef, snapshot: int) -> tuple[int | None, list[int]]:
-    """Since the pinned snapshot, only appends may have happened; anything else (another cleaner, a
-    user's DELETE) means our decisions may be stale: stop before committing anything. Returns the
-    current snapshot and the appends since the pinned one."""
-    current, since, reached = lineage_since(spark, ref, snapshot)
-    if not reached:
-        raise ConcurrentCommitError(ref.short, f"snapshot {snapshot}, which the run read, is no longer on the table's "
-                                         f"current lineage (rolled back or expired); nothing committed, the next "
-                                         f"run starts over")
-    for row in since:
-        if row["operation"] != "append":
-            raise ConcurrentCommitError(ref.short, f"table changed by a concurrent {row['operation']} (snapshot "
-                                             f"{row['snapshot_id']}) since snapshot {snapshot}; nothing committed, "
-                                             f"the next run starts over")
-    return current, [row["snapshot_id"] for row in since]
 
 
 def committed_snapshot(spark, ref: TableRef, since: int) -> dict | None:

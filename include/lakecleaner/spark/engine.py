@@ -28,24 +28,25 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Mapping
 
-from pyspark import StorageLevel
-from pyspark.sql import functions as F, Window
+from pyspark.sql import Column, DataFrame, functions as F, Window
 
-from lakecleaner.spark import catalog, plans
+from lakecleaner.spark import guards, plans
 from lakecleaner.core.append_times import read_append_times
-from lakecleaner.core.table import (CompactionError, TableRef, check_layout, conflict_error, first_line, create_unless_exists)
-from lakecleaner.spark.catalog import (current_snapshot, fail_point, load_table_config, committed_snapshot, iceberg_table, set_layout_defaults)
+from lakecleaner.core.table import (CompactionError, ConcurrentCommitError, TableRef, check_layout, first_line, create_unless_exists)
+from lakecleaner.spark.catalog import (current_snapshot, fail_point, format_version, load_table_config, committed_snapshot, iceberg_table, set_layout_defaults)
 from lakecleaner.core.config import CHECKPOINT_PROPERTY, ConfigError, LakecleanerConfig, TableConfig
 from lakecleaner.core.records import CleanerStats, RunStatus
-from lakecleaner.spark.files import (bytes_scanned, clean_version_ceiling, data_files, dirty_rank_bounds, dirty_records_bound, dirty_version_floors)
+from lakecleaner.spark.files import (bytes_scanned, clean_version_ceiling, data_files, dirty_records_bound, dirty_version_floors)
 from lakecleaner.spark.frames import Frames, at_positions, clean_pred, dirty_scan, partition_pred, small_df
 from lakecleaner.spark.history import record_history
-from lakecleaner.core.datafiles import DataFile, file_log_ends
-from lakecleaner.core.rules import (NO_PARTITION, Checkpoint, CheckpointError, allot_budget, bad_records_at_log_end, first_clean_time, partition_value, run_ends)
-from lakecleaner.spark.plans import CleanRivals, Plan, RunContext, bad_figures, key_map, key_map_sums
-from lakecleaner.core.strategies import RankBounds, sql_string
+from lakecleaner.core.rules import (NO_PARTITION, Checkpoint, CheckpointError, Partition, allot_budget, bad_records_at_log_end, first_clean_time, partition_value, run_ends)
+from lakecleaner.core.datafiles import file_log_ends
+from lakecleaner.spark.phases import (BadRecords, CleanPart, CleanRivals, DataFiles, Held, KeyMap, Offsets, RunRange,
+                                      RunStart)
+from lakecleaner.spark.plans import Plan, RunContext, bad_figures, key_map, key_map_sums
+from lakecleaner.core.strategies import sql_string
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ def compact_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None 
         if isinstance(exc, CommittedRunError):  # the history shows the commit and what it removed
             stats = exc.stats
         stats = replace(stats, status=RunStatus.COMMITTED if isinstance(exc, CommittedRunError)
-                        else RunStatus.YIELDED if isinstance(exc, catalog.ConcurrentCommitError) else RunStatus.FAILED,
+                        else RunStatus.YIELDED if isinstance(exc, ConcurrentCommitError) else RunStatus.FAILED,
                         error=str(exc) if isinstance(exc, (CompactionError, ConfigError))
                         else f"table {ref.short}: {type(exc).__name__}: {first_line(exc)}",
                         duration_ms=int((time.time() - started) * 1000))
@@ -76,78 +77,6 @@ def compact_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None 
     stats = replace(stats, duration_ms=int((time.time() - started) * 1000))
     record_history(spark, cfg, stats)
     return stats.as_result()
-
-
-class Held:
-    """The frames a run persists (spilling to disk), released together when the run ends, so memory
-    stays bounded across the tables of one application."""
-
-    def __init__(self):
-        self.frames: list = []
-
-    def __call__(self, df):
-        df = df.persist(StorageLevel.MEMORY_AND_DISK)
-        self.frames.append(df)
-        return df
-
-    def release(self) -> None:
-        for frame in self.frames:
-            frame.unpersist()
-        self.frames.clear()
-
-
-@dataclass
-class RunStart:
-    """What a run reads before deciding anything: the table's settings and checkpoint at one pinned
-    snapshot, and its live data files with Iceberg's metrics."""
-    ref: TableRef
-    tc: TableConfig
-    fr: Frames
-    snapshot: int
-    ckpt: Checkpoint
-    ckpt_offsets: dict  # the checkpoint's offsets (key None: an unpartitioned table)
-    retained: dict  # log ends an earlier run kept, by internal partition (0: unpartitioned)
-    files: list[DataFile]
-    base: Any  # the table at the pinned snapshot
-    now_ms: int
-
-    @property
-    def rank_bounds(self) -> RankBounds | None:
-        return dirty_rank_bounds(self.files, self.ckpt_offsets, self.tc.partition_column is None)
-
-    def internal(self, by_partition: dict) -> dict:
-        """Internally an unpartitioned table is partition 0; the checkpoint says None."""
-        return {partition_value(p): v for p, v in by_partition.items()}
-
-    def external(self, by_partition: dict) -> dict:
-        unpartitioned = self.tc.partition_column is None
-        return {(None if unpartitioned else p): v for p, v in by_partition.items()}
-
-
-@dataclass
-class BadRecords:
-    """Rule 7: records without a key, offset or partition, which go to quarantine."""
-    rows: Any
-    n: int
-    quarantined: int  # copied by this run: not those an earlier run copied and kept as the log end
-    ends: dict  # partition -> its highest bad offset
-
-
-@dataclass
-class RunRange:
-    """Phase 1's result: the run's records (a prefix of each partition's dirty part, old enough and
-    within the budget) and where the run stops."""
-    in_run: Any
-    n_run: int
-    ends: dict  # partition -> the run's last offset there
-    log_end: dict  # partition -> its highest dirty offset
-    dirty_partitions: set
-    young_min: dict
-    cut: dict
-    taken: list
-    anomalous: int
-    kmap: Any = None  # the key map, when phase 1 could build it from the whole dirty part
-    kmap_sums: Any = None
 
 
 def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run: bool,
@@ -168,7 +97,7 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
         clean = _clean_part(start, held)
         rng = _run_range(spark, start, held, key_map_run, clean.rivals)
         phase("dirty_s")
-        ctx, kept_bad, ends = _clean_side(spark, start, held, rng, bad, clean)
+        ctx, kept_bad = _clean_side(spark, start, held, rng, bad, clean)
         # Phase 2. Kafka's own algorithm: a map of the run's keys, and one MERGE that reads the table
         # once (a versioned map has read the clean part's rivals of its late keys while it was
         # built); bad records to quarantine are matched by the same MERGE. A log end kept by an
@@ -176,13 +105,13 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
         bad_rows = bad.rows.where(~at_positions(start.fr.p, start.fr.o, kept_bad)) if bad.n else None
         removed_bad = bad.n - len(kept_bad)
         if key_map_run:
-            plan = plans.key_map_plan(ctx, rng.kmap, rng.kmap_sums, bad_rows, removed_bad)
+            plan = plans.key_map_plan(ctx, rng.key_map, bad_rows, removed_bad)
             bytes_read = sum(f.size for f in start.files)  # its MERGE reads every file (keys and offsets)
         else:
-            plan = plans.ranked_plan(ctx, start.retained, bad_rows, removed_bad)
-            bytes_read = bytes_scanned(start.files, start.ckpt_offsets, start.tc.partition_column is None)
+            plan = plans.ranked_plan(ctx, bad_rows, removed_bad)
+            bytes_read = bytes_scanned(start.files, start.ckpt_offsets, start.unpartitioned)
         phase("plan_s")
-        move = CheckpointMove(start.external(ends), start.external({**plan.new_retained, **kept_bad}),
+        move = CheckpointMove(start.external(ctx.ends), start.external({**plan.new_retained, **kept_bad}),
                               plan.new_tombstones)
         new_ckpt = move.applied(start)  # dated at the commit, if the run commits (_commit)
         stats = replace(
@@ -201,11 +130,11 @@ def _compact(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run:
 class CheckpointMove:
     """How far a run moves the checkpoint (external partitions), applied once its commit time is
     known: its history entry is dated first_clean_time(now, commit)."""
-    ends: dict
-    retained: dict
+    ends: Mapping[Partition, int]
+    retained: Mapping[Partition, int]
     new_tombstones: int
 
-    def applied(self, start: "RunStart", committed_ms: int | None = None) -> Checkpoint:
+    def applied(self, start: RunStart, committed_ms: int | None = None) -> Checkpoint:
         return start.ckpt.advanced(start.now_ms, self.ends, self.retained, start.tc.delete_retention_ms,
                                    self.new_tombstones, committed_ms)
 
@@ -237,9 +166,9 @@ def _start(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run: b
     files = data_files(spark, ref, tc, snapshot, read_append_times(cfg, ref.short))
     ckpt, reset = _reset_checkpoint(ref, tc, ckpt, files)
     stats = replace(stats, checkpoint_reset=reset)
-    start = RunStart(ref, tc, Frames(tc), snapshot, ckpt, dict(ckpt.offsets), {}, files,
-                     spark.read.option("snapshot-id", snapshot).table(ref.sql()), now_ms)
-    start.retained = start.internal(ckpt.retained)
+    start = RunStart(ref=ref, tc=tc, fr=Frames(tc), snapshot=snapshot, ckpt=ckpt,
+                     retained=RunStart.internal(ckpt.retained), files=files,
+                     base=spark.read.option("snapshot-id", snapshot).table(ref.sql()), now_ms=now_ms)
     return start, stats
 
 
@@ -248,13 +177,13 @@ def _bad_records(start: RunStart, hold: Held) -> BadRecords:
     fr = start.fr
     rows = hold(start.base.where(fr.bad).select("*", fr.bad_reason.alias("quarantine_reason")))
     maybe_bad = any(f.may_hold_bad_records for f in start.files)
-    figures = bad_figures(fr, rows, start.retained) if maybe_bad else []
-    n = sum(r["n"] for r in figures)
-    return BadRecords(rows, n, n - sum(r["copied_before"] for r in figures),
-                      {r["p"]: r["end"] for r in figures if r["p"] is not None and r["end"] is not None})
+    figures = bad_figures(fr, rows, start.retained) if maybe_bad else ()
+    n = sum(r.n for r in figures)
+    return BadRecords(rows=rows, n=n, quarantined=n - sum(r.copied_before for r in figures),
+                      ends={r.p: r.end for r in figures if r.p is not None and r.end is not None})
 
 
-def _dirty_records(spark, start: RunStart):
+def _dirty_records(spark, start: RunStart) -> tuple[DataFrame, Column, bool]:
     """The dirty part (past the checkpoint, pushed down to Iceberg so clean files are skipped), in
     the rules' columns. Records are dated by their data file only when some file is young enough
     for the lag to matter. Not persisted: Iceberg prunes a rescan to the dirty files, which costs
@@ -282,17 +211,17 @@ def _run_range(spark, start: RunStart, hold: Held, key_map_run: bool, rivals: Cl
     # The common run: no record is younger than the lag, so the run is the whole dirty part unless
     # it is over budget. Its key map is then built straight from the dirty part, and summing the map
     # per partition gives the figures the run needs: one aggregation of the dirty part, not two.
-    kmap, kmap_sums, per_p = None, None, None
+    kmap, per_p = None, None
     # A versioned map also reads the clean part: built here only where the metadata says the dirty
     # part fits the budget, so that an over-budget run does not read the clean part for nothing.
     if key_map_run and not any_young and (rivals is None or rivals.late_bound <= tc.max_records_per_run):
-        kmap = hold(key_map(dirty, start.fr.strategy, start.rank_bounds, rivals))
-        kmap_sums = key_map_sums(kmap, start.ref, start.rank_bounds)
-        if sum(r["n"] for r in kmap_sums) > tc.max_records_per_run:
-            kmap.unpersist()  # a partial run: its map is built from its range below
-            kmap = kmap_sums = None
+        frame = hold(key_map(dirty, start.fr.strategy, start.rank_bounds, rivals))
+        kmap = KeyMap(frame, key_map_sums(frame, start.ref, start.rank_bounds))
+        if sum(r.n for r in kmap.sums) > tc.max_records_per_run:
+            frame.unpersist()  # a partial run: its map is built from its range below
+            kmap = None
         else:  # nothing young
-            per_p = [{**r, "young_min": None} for r in kmap_sums]
+            per_p = [{"p": r.p, "end": r.end, "n": r.n, "anom": r.anom, "young_min": None} for r in kmap.sums]
     if per_p is None:
         per_p = dirty.groupBy("p").agg(F.min(F.when(young, F.col("o"))).alias("young_min"),
                                        F.max("o").alias("end"), F.count("*").alias("n"), anom).collect()
@@ -317,32 +246,21 @@ def _run_range(spark, start: RunStart, hold: Held, key_map_run: bool, rivals: Cl
         in_run = in_run.join(F.broadcast(small_df(spark, {p: ends[p] for p in cut}, "cut_end")), "p", "left").where(
             F.col("cut_end").isNull() | (F.col("o") <= F.col("cut_end"))).drop("cut_end")
     if len(taken) < len(counts):
-        in_run = in_run.where(F.col("p").isin(taken))
+        in_run = in_run.where(F.col("p").isin(list(taken)))
     if cut or len(taken) < len(counts):
         in_run = hold(in_run)
     if cut:
         anomalous += int(in_run.where(F.col("p").isin(list(cut))).agg(anom).collect()[0]["anom"] or 0)
-    return RunRange(in_run.drop("appended_at"), sum(share.values()), ends,
-                    {r["p"]: r["end"] for r in per_p}, {r["p"] for r in per_p}, young_min, cut, taken, anomalous,
-                    kmap, kmap_sums)
-
-
-@dataclass
-class CleanPart:
-    """The clean part as phase 2 reads it: its narrow columns, its tombstones past their horizon
-    (rule 5, by partition the highest offset whose horizon has passed), and how a versioned key map
-    looks its records up (None: the offset strategy, or nothing cleaned yet)."""
-    clean: Any
-    expired_clean: Any
-    expired_through: dict
-    rivals: CleanRivals | None
+    return RunRange(in_run=in_run.drop("appended_at"), n_run=sum(share.values()), ends=ends,
+                    log_end={r["p"]: r["end"] for r in per_p}, dirty_partitions=frozenset(r["p"] for r in per_p),
+                    young_min=young_min, cut=cut, taken=frozenset(taken), anomalous=anomalous, key_map=kmap)
 
 
 def _clean_part(start: RunStart, hold: Held) -> CleanPart:
     tc, fr, ckpt = start.tc, start.fr, start.ckpt
     in_clean = clean_pred(tc, start.ckpt_offsets) & ~fr.bad
     clean = fr.narrow(start.base.where(in_clean), with_tomb=False)
-    expired_through = {}
+    expired_through: dict[int, int] = {}
     for p in start.ckpt_offsets:
         h = ckpt.expired_through(p, start.now_ms, tc.delete_retention_ms)
         if h is not None:
@@ -357,17 +275,16 @@ def _clean_part(start: RunStart, hold: Held) -> CleanPart:
     if fr.strategy.versioned and start.ckpt_offsets:
         unpartitioned = tc.partition_column is None
         ceiling = clean_version_ceiling(start.files, start.ckpt_offsets, unpartitioned)
-        rivals = CleanRivals(clean, expired_clean, ceiling,
-                             dirty_version_floors(start.files, start.ckpt_offsets, unpartitioned, ceiling),
-                             dirty_records_bound(start.files, start.ckpt_offsets, unpartitioned))
-    return CleanPart(clean, expired_clean, expired_through, rivals)
+        rivals = CleanRivals(clean=clean, expired_clean=expired_clean, ceiling=ceiling,
+                             floors=dirty_version_floors(start.files, start.ckpt_offsets, unpartitioned, ceiling),
+                             late_bound=dirty_records_bound(start.files, start.ckpt_offsets, unpartitioned))
+    return CleanPart(clean=clean, expired_clean=expired_clean, expired_through=expired_through, rivals=rivals)
 
 
 def _clean_side(spark, start: RunStart, hold: Held, rng: RunRange, bad: BadRecords,
-                part: CleanPart) -> tuple[RunContext, dict, dict]:
-    """The clean part as the plans see it, and each partition's log end (rule 6), including bad
-    records that are one. Returns the plans' context, the bad records kept as their partition's log
-    end, and the run's ends."""
+                part: CleanPart) -> tuple[RunContext, Offsets]:
+    """Each partition's log end (rule 6), including bad records that are one, and where the run
+    ends. Returns the plans' context and the bad records kept as their partition's log end."""
     tc, clean, expired_through = start.tc, part.clean, part.expired_through
     # Log end of partitions with no dirty record (only needed where something there may go), then
     # of every partition with bad records: those count too (rule 6 holds for a keyless record).
@@ -381,12 +298,8 @@ def _clean_side(spark, start: RunStart, hold: Held, rng: RunRange, bad: BadRecor
     kept_bad = bad_records_at_log_end(bad.ends, log_end, tc.retain_log_end_record)
     ends = run_ends(rng.ends, kept_bad, {p for p in kept_bad if p not in rng.young_min and p not in rng.cut
                                          and (p in rng.taken or p not in rng.dirty_partitions)})
-    log_end_df = F.broadcast(small_df(spark, log_end or {0: -1}, "log_end"))
-    protected = F.lit(tc.retain_log_end_record) & (F.col("o") == F.col("log_end"))
-    ctx = RunContext(spark, start.ref, tc, start.fr, start.snapshot, hold, rng.in_run, rng.n_run, ends, clean,
-                     expired_clean=part.expired_clean, log_end_df=log_end_df,
-                     protected=protected, log_end=log_end, rivals=part.rivals, rank_bounds=start.rank_bounds)
-    return ctx, kept_bad, ends
+    ctx = RunContext(spark=spark, start=start, run=rng, part=part, hold=hold, ends=ends, log_end=log_end)
+    return ctx, kept_bad
 
 
 def _latest_cleaned(start: RunStart, plan: Plan) -> int | None:
@@ -402,24 +315,13 @@ def _commit(spark, cfg: LakecleanerConfig, start: RunStart, bad: BadRecords, rem
     """Stop if another writer did more than append; quarantine; MERGE; then the checkpoint.
     Returns the run's statistics with the commit's figures."""
     ref, fr, run_id = start.ref, start.fr, stats.run_id
-    current, appends = catalog.check_no_concurrent_cleaner(spark, ref, start.snapshot)
-    # The files appended since the pinned snapshot, listed once for every guard (none: no listing).
-    added = set(appends)
-    appended = [f for f in data_files(spark, ref, start.tc, current) if f.snapshot_id in added] if added else []
-    plan.guard(appended)
-    if removed_bad:
-        _guard_null_offsets(ref, appended)
+    current = guards.before_commit(spark, ref, start.tc, start.snapshot, plan.deletes_by_key_through, bool(removed_bad))
     if bad.quarantined:  # not those an earlier run copied and kept as the log end
         _quarantine(spark, cfg, ref, bad.rows.where(~at_positions(fr.p, fr.o, start.retained)), run_id, start.now_ms)
     fail_point("after_quarantine")
     phase("pre_merge_s")
-    try:
+    with guards.yielding(ref):
         merged = plan.commit(run_id)
-    except Exception as exc:
-        conflict = conflict_error(ref, exc)
-        if conflict is None:
-            raise
-        raise conflict from exc
     try:  # past the MERGE: a failure must say it committed, and the run is recorded as such
         commit = merged and committed_snapshot(spark, ref, current)
         phase("merge_s")
@@ -445,19 +347,6 @@ def _commit(spark, cfg: LakecleanerConfig, start: RunStart, bad: BadRecords, rem
             raise
         raise CommittedRunError(ref.short, stats, exc) from exc
     return replace(stats, phases=dict(phase.times))
-
-
-def _guard_null_offsets(ref: TableRef, appended: list[DataFile]) -> None:
-    """Bad records leave by their identity, and a null offset does not tell two records of one key
-    apart: a record with a null offset appended during the run would be removed with the one the run
-    copied to quarantine, never copied itself. Stop if an appended file may hold one (whatever its
-    other offsets: the plans' own guards look at offset bounds, which leave nulls out)."""
-    late = [f.path for f in appended if f.offset_nulls is None or f.offset_nulls > 0]
-    if late:
-        raise CompactionError(ref.short, f"{len(late)} data file(s) appended during the run may hold records "
-                                         f"with a null offset (e.g. {late[0]}), which the run's removal of bad "
-                                         f"records would match unseen; nothing committed, the next run "
-                                         f"includes them")
 
 
 class CommittedRunError(CompactionError):
@@ -492,7 +381,7 @@ def _ckpt_summary(ckpt: Checkpoint) -> dict:
 
 
 def _reset_checkpoint(ref: TableRef, tc: TableConfig, ckpt: Checkpoint,
-                      files: list[DataFile]) -> tuple[Checkpoint, tuple | None]:
+                      files: DataFiles) -> tuple[Checkpoint, tuple | None]:
     """The checkpoint as far as it vouches for the table (Checkpoint.vouched), and the partitions it
     reset (None: none), each warned about and listed in the run's statistics (checkpoint_reset),
     then cleaned from its start."""
@@ -548,7 +437,7 @@ def _quarantine(spark, cfg: LakecleanerConfig, ref: TableRef, bad_rows, run_id: 
     rows = bad_rows.withColumn("quarantine_run_id", F.lit(run_id)).withColumn(
         "quarantined_at", F.lit(now_ms).cast("bigint"))
     created = not check_quarantine(spark, qref, ref) and create_unless_exists(
-        lambda: rows.limit(0).writeTo(qref.sql()).using("iceberg").tableProperty("format-version", "2")
+        lambda: rows.limit(0).writeTo(qref.sql()).using("iceberg").tableProperty("format-version", str(format_version(spark, ref)))
         .tableProperty(ACCEPT_ANY_SCHEMA, "true").tableProperty(QUARANTINE_OF, ref.short).create())
     if not created and iceberg_table(spark, qref).properties().get(ACCEPT_ANY_SCHEMA) != "true":  # an older one
         spark.sql(f"ALTER TABLE {qref.sql()} SET TBLPROPERTIES ('{ACCEPT_ANY_SCHEMA}' = 'true')")

@@ -23,21 +23,20 @@ from typing import Iterable
 
 from pyspark.sql.types import _parse_datatype_string
 
-from lakecleaner.core.table import CompactionError, conflict_error, create_unless_exists, first_line
+from lakecleaner.core.table import CompactionError, ConcurrentCommitError, first_line
+from lakecleaner.spark.catalog import create_own_table
 from lakecleaner.core.config import ConfigError, LakecleanerConfig
-from lakecleaner.spark.forget import (DEFAULT_INTERVAL_MS, Attribution, ForgetError, ForgetRequest, as_text, forget, rewrite_and_expire, scrub, utc)
+from lakecleaner.spark.forget import (DEFAULT_INTERVAL_MS, Attribution, ForgetError, ForgetRequest, as_text, forget, scrub, utc)
 from lakecleaner.core.erasure_requests import (CLAIM_LEASE_MS, DONE, IN_PROGRESS, OWN_PROPERTIES, PENDING, REJECTED,
                                                REQUESTS_SCHEMA, key_rows, requests_ref, requests_table)
-from lakecleaner.core.strategies import ident, sql_string
+from lakecleaner.core.strategies import sql_string
+from lakecleaner.spark import guards
+from lakecleaner.spark.iceberg_ops import purge_deleted
 
 log = logging.getLogger(__name__)
 
 def ensure_requests_table(spark, cfg: LakecleanerConfig) -> None:
-    props = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in OWN_PROPERTIES.items())
-    create_unless_exists(lambda: spark.sql(
-        f"CREATE NAMESPACE IF NOT EXISTS {ident(cfg.catalog.name)}.{ident(cfg.cleaner.meta_namespace)}"))
-    create_unless_exists(lambda: spark.sql(
-        f"CREATE TABLE IF NOT EXISTS {requests_table(cfg)} ({REQUESTS_SCHEMA}) USING iceberg TBLPROPERTIES ({props})"))
+    create_own_table(spark, cfg, requests_table(cfg), REQUESTS_SCHEMA, OWN_PROPERTIES)
 
 
 def enqueue(spark, cfg: LakecleanerConfig, request: ForgetRequest, now_ms: int) -> None:
@@ -93,12 +92,11 @@ def claim(spark, cfg: LakecleanerConfig, request_id: str, table: str, by: Attrib
     token = f"claim {uuid.uuid4().hex}"
     where = f"request_id = {sql_string(request_id)} AND table_name = {sql_string(table)}"
     try:
-        spark.sql(f"UPDATE {requests_table(cfg)} SET status = {sql_string(IN_PROGRESS)}, processed_at = "
-                  f"current_timestamp(), processed_by = {sql_string(_processed_by(by))}, note = {sql_string(token)} "
-                  f"WHERE {where} AND {_open_sql(now_ms)}")
-    except Exception as exc:  # noqa: BLE001 - Iceberg's validation: another run claimed it first
-        if conflict_error(requests_ref(cfg), exc) is None:
-            raise
+        with guards.yielding(requests_ref(cfg)):
+            spark.sql(f"UPDATE {requests_table(cfg)} SET status = {sql_string(IN_PROGRESS)}, processed_at = "
+                      f"current_timestamp(), processed_by = {sql_string(_processed_by(by))}, "
+                      f"note = {sql_string(token)} WHERE {where} AND {_open_sql(now_ms)}")
+    except ConcurrentCommitError:  # Iceberg's validation: another run claimed it first
         return None
     mine = spark.sql(f"SELECT count(*) FROM {requests_table(cfg)} WHERE {where} AND note = {sql_string(token)}")
     return token if mine.collect()[0][0] else None
@@ -121,7 +119,7 @@ def finish(spark, cfg: LakecleanerConfig, request: ForgetRequest, token: str, st
 def purge_closed_keys(spark, cfg: LakecleanerConfig) -> None:
     """Rewrite the request table and expire its older snapshots, so no file keeps a key that a
     closed request set to null. Once per application, not per request: each purge rewrites the table."""
-    rewrite_and_expire(spark, requests_ref(cfg))
+    purge_deleted(spark, requests_ref(cfg))
 
 
 def release(spark, cfg: LakecleanerConfig, request: ForgetRequest, token: str, note: str) -> None:

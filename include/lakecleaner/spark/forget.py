@@ -9,7 +9,7 @@ themselves whether it is, and keep an audit record that names each key only by i
   data and stays. The audit keeps each partition's highest offset at the request, which is how the
   quality suite tells an old record that came back (a failure) from new data.
 - **Serialized with compactions.** The deletes are a non-append commit, so a compaction that read
-  the table before them stops at its pre-commit check (catalog.check_no_concurrent_cleaner) and can
+  the table before them stops at its pre-commit check (guards.before_commit) and can
   never write back what the request removed; a compaction that committed first makes our MERGE's
   own validation fail, and the request is retried on the new snapshot.
 - **Audited as it happens.** The audit row is written as soon as the delete commits (status
@@ -35,14 +35,14 @@ from typing import Any, Iterable, Mapping
 from pyspark.sql import functions as F
 from pyspark.sql.types import _parse_datatype_string, StringType, StructField, StructType
 
-from lakecleaner.spark import catalog
-from lakecleaner.core.table import (CompactionError, TableRef, conflict_error, create_unless_exists, first_line,
-                                    layout_problem)
+from lakecleaner.spark import catalog, guards
+from lakecleaner.core.table import CompactionError, TableRef, first_line, layout_problem
 from lakecleaner.spark.catalog import iceberg_table, load_table_config
 from lakecleaner.core.config import (DEFAULT_INTERVAL_MS, LakecleanerConfig, TableConfig, physical_deletion_bound, physical_deletion_deadline)
 from lakecleaner.spark.engine import check_quarantine, quarantine_table
 from lakecleaner.core.keyhash import UNKEYED, KeyHasher, hash_sql, key_hasher, pads_join
-from lakecleaner.spark.frames import register_pads
+from lakecleaner.spark.frames import SameValues, merge_delete, register_pads
+from lakecleaner.spark.iceberg_ops import purge_deleted
 from lakecleaner.spark.maintenance import maintain_table
 from lakecleaner.core.strategies import Strategy, ident, key_message_sql, sql_string
 
@@ -307,44 +307,41 @@ def _dry_run(spark, cfg, request: ForgetRequest, job: _Prepared, now_ms: int) ->
 class TableDelete:
     """What a request's delete did: records per key hash, each partition's highest live offset at
     the request, our commit's snapshot, and the request snapshot's data sequence number."""
-    counts: dict
-    offsets: dict
+    counts: Mapping[str, int]  # key hash -> records deleted
+    offsets: Mapping[int, int]  # engine partition (0: unpartitioned) -> highest offset at the request
     snapshot_id: int | None
     request_sequence: int | None
 
 
 def _forget_in_table(spark, ref: TableRef, tc: TableConfig, keys) -> TableDelete:
-    """Delete the keys' records of one snapshot by identity; retried on a concurrent cleaner's commit."""
-    from lakecleaner.spark.frames import merge_delete
+    """Delete the keys' records of one snapshot by identity; retried on a concurrent cleaner's commit
+    (a cleaner committed first: read again, delete again)."""
+    try:
+        return guards.retry_on_conflict(ref, lambda: _delete_once(spark, ref, tc, keys), COMMIT_ATTEMPTS)
+    except guards.GaveUp as exc:
+        raise ForgetError(ref.short, f"{exc}; nothing deleted") from None
 
-    last = None
-    for _ in range(COMMIT_ATTEMPTS):
-        table = iceberg_table(spark, ref)
-        current = table.currentSnapshot()
-        if current is None:
-            return TableDelete({}, {}, None, None)
-        snapshot, sequence = current.snapshotId(), current.sequenceNumber()
-        base = spark.read.option("snapshot-id", snapshot).table(ref.sql())
-        st = Strategy(tc)
-        offsets = {int(r["p"]): int(r["o"]) for r in base.groupBy(F.expr(st.partition_sql).alias("p"))
-                   .agg(F.max(F.expr(st.offset_sql)).alias("o")).collect() if r["p"] is not None and r["o"] is not None}
-        ident_cols = [c for c in (tc.partition_column, tc.offset_column) if c] + list(tc.key_columns)
-        doomed = base.join(F.broadcast(keys), list(tc.key_columns))
-        counts = {r["lc_key_hash"]: r["n"] for r in doomed.groupBy("lc_key_hash").agg(F.count("*").alias("n")).collect()}
-        if not counts:
-            return TableDelete({}, offsets, None, sequence)
-        try:
-            on = " AND ".join(f"t.{ident(c)} <=> s.{ident(c)}" for c in ident_cols)  # null-safe: by identity
-            merge_delete(spark, ref, doomed.select(*ident_cols).distinct(), f"forget_{uuid.uuid4().hex}", on, "s")
-        except Exception as exc:  # noqa: BLE001 - a cleaner committed first: read again, delete again
-            last = conflict_error(ref, exc)
-            if last is None:
-                raise
-            log.warning("lakecleaner: forget on %s: %s; retrying", ref.short, last)
-            continue
-        ours = catalog.committed_snapshot(spark, ref, snapshot)
-        return TableDelete(counts, offsets, ours and ours["snapshot_id"], sequence)
-    raise ForgetError(ref.short, f"gave up after {COMMIT_ATTEMPTS} concurrent commits: {last}; nothing deleted")
+
+def _delete_once(spark, ref: TableRef, tc: TableConfig, keys) -> TableDelete:
+    """One attempt: the keys' records of the current snapshot, deleted by identity (null-safe)."""
+    table = iceberg_table(spark, ref)
+    current = table.currentSnapshot()
+    if current is None:
+        return TableDelete({}, {}, None, None)
+    snapshot, sequence = current.snapshotId(), current.sequenceNumber()
+    base = spark.read.option("snapshot-id", snapshot).table(ref.sql())
+    st = Strategy(tc)
+    offsets = {int(r["p"]): int(r["o"]) for r in base.groupBy(F.expr(st.partition_sql).alias("p"))
+               .agg(F.max(F.expr(st.offset_sql)).alias("o")).collect() if r["p"] is not None and r["o"] is not None}
+    ident_cols = [c for c in (tc.partition_column, tc.offset_column) if c] + list(tc.key_columns)
+    doomed = base.join(F.broadcast(keys), list(tc.key_columns))
+    counts = {r["lc_key_hash"]: r["n"] for r in doomed.groupBy("lc_key_hash").agg(F.count("*").alias("n")).collect()}
+    if not counts:
+        return TableDelete({}, offsets, None, sequence)
+    on = " AND ".join(f"t.{ident(c)} <=> s.{ident(c)}" for c in ident_cols)  # null-safe: by identity
+    merge_delete(spark, ref, doomed.select(*ident_cols).distinct(), on, name=f"lakecleaner_forget_{uuid.uuid4().hex}")
+    ours = catalog.committed_snapshot(spark, ref, snapshot)
+    return TableDelete(counts, offsets, ours and ours["snapshot_id"], sequence)
 
 
 def _forget_in_quarantine(spark, cfg: LakecleanerConfig, ref: TableRef, tc: TableConfig, keys) -> dict:
@@ -369,26 +366,10 @@ def _forget_in_quarantine(spark, cfg: LakecleanerConfig, ref: TableRef, tc: Tabl
     counts = {r["lc_key_hash"]: r["n"] for r in doomed.groupBy("lc_key_hash").agg(F.count("*").alias("n")).collect()}
     if not counts:
         return {}
-    view = f"lc_forget_{uuid.uuid4().hex}"
-    keys.select(*tc.key_columns).createOrReplaceTempView(view)
-    cols = ", ".join(ident(c) for c in tc.key_columns)
-    try:  # a DELETE: a MERGE does not resolve against the quarantine's accept-any-schema
-        spark.sql(f"DELETE FROM {qref.sql()} WHERE ({cols}) IN (SELECT {cols} FROM {view})")
-    finally:
-        spark.catalog.dropTempView(view)
-    rewrite_and_expire(spark, qref)
+    # by values, not a MERGE: a MERGE does not resolve against the quarantine's accept-any-schema
+    merge_delete(spark, qref, keys.select(*tc.key_columns), SameValues(tuple(tc.key_columns)), name="lc_forget")
+    purge_deleted(spark, qref)
     return counts
-
-
-def rewrite_and_expire(spark, ref: TableRef) -> None:
-    """Rewrite every file carrying deletes and expire every older snapshot: what a table the
-    cleaner owns outright (a quarantine, the request table) needs for a removed row to leave disk."""
-    spark.sql(f"CALL {ident(ref.catalog)}.system.rewrite_data_files(table => {sql_string(ref.short)}, "
-              "options => map('delete-file-threshold', '1', 'remove-dangling-deletes', 'true'))").collect()
-    table = iceberg_table(spark, ref)
-    newest = table.currentSnapshot()
-    if newest is not None:
-        table.expireSnapshots().expireOlderThan(newest.timestampMillis()).retainLast(1).commit()
 
 
 # ---------------------------------------------------------------- on disk
@@ -559,9 +540,7 @@ def _deadline(spark, cfg: LakecleanerConfig, ref: TableRef, tc: TableConfig, now
 # ---------------------------------------------------------------- the audit record
 def ensure_audit_table(spark, cfg: LakecleanerConfig) -> None:
     """Create the audit table, or add the columns one from an earlier version lacks."""
-    create_unless_exists(lambda: spark.sql(
-        f"CREATE NAMESPACE IF NOT EXISTS {ident(cfg.catalog.name)}.{ident(cfg.cleaner.meta_namespace)}"))
-    create_unless_exists(lambda: spark.sql(f"CREATE TABLE IF NOT EXISTS {audit_table(cfg)} ({AUDIT_SCHEMA}) USING iceberg"))
+    catalog.create_own_table(spark, cfg, audit_table(cfg), AUDIT_SCHEMA)
     have = {f.name for f in spark.table(audit_table(cfg)).schema.fields}
     added = [f"{f.name} {f.dataType.simpleString()}" for f in _parse_datatype_string(AUDIT_SCHEMA).fields
              if f.name not in have]

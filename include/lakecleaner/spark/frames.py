@@ -4,9 +4,10 @@ plans share: predicates by partition, broadcast sides, the MERGE that deletes.""
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from functools import reduce
 
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, functions as F
 
 from lakecleaner.core.table import TableRef
 from lakecleaner.core.config import TableConfig
@@ -149,10 +150,29 @@ def temp_view(df, prefix: str) -> str:
     return view
 
 
-def merge_delete(spark, ref: TableRef, source, run_id: str, on: str, alias: str = "r") -> None:
-    view = temp_view(source, f"lakecleaner_removals_{run_id}")
+@dataclass(frozen=True)
+class SameValues:
+    """A match by equal values of ``columns`` (the table's and the source's names alike), deleted
+    with DELETE ... WHERE (columns) IN (source): for a table a MERGE does not resolve against (a
+    quarantine, whose schema accepts any)."""
+    columns: tuple[str, ...]
+
+    def delete_sql(self, table: str, view: str) -> str:
+        cols = ", ".join(ident(c) for c in self.columns)
+        return f"DELETE FROM {table} WHERE ({cols}) IN (SELECT {cols} FROM {view})"
+
+
+def merge_delete(spark, ref: TableRef, source: DataFrame, on: str | SameValues, alias: str = "s",
+                 name: str = "lakecleaner_removals") -> None:
+    """Delete the table's records that match a row of ``source``, in one commit through a temp
+    view (named after ``name``, dropped after). ``on``: the MERGE's condition, the table as t and
+    the source as ``alias``; or SameValues."""
+    view = temp_view(source, name)
     try:
-        spark.sql(f"MERGE INTO {ref.sql()} t USING {view} {alias} ON {on} WHEN MATCHED THEN DELETE")
+        if isinstance(on, SameValues):
+            spark.sql(on.delete_sql(ref.sql(), view))
+        else:
+            spark.sql(f"MERGE INTO {ref.sql()} t USING {view} {alias} ON {on} WHEN MATCHED THEN DELETE")
     finally:
         spark.catalog.dropTempView(view)
 

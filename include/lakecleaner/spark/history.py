@@ -9,7 +9,8 @@ from pyspark.sql.types import _parse_datatype_string
 
 from lakecleaner.core.config import LakecleanerConfig
 from lakecleaner.core.records import HISTORY_SCHEMA, CleanerStats
-from lakecleaner.core.table import create_unless_exists, first_line
+from lakecleaner.core.table import first_line
+from lakecleaner.spark.catalog import create_own_table
 
 log = logging.getLogger("lakecleaner")
 
@@ -23,10 +24,7 @@ def ensure_own_table(spark, cfg: LakecleanerConfig, table: str, schema: str) -> 
     """Create one of the cleaner's own tables (run history, data-quality results) in its meta
     namespace, or add the columns a table from an earlier version lacks (Iceberg adds columns in
     metadata only; old rows read them as null)."""
-    # IF NOT EXISTS is itself check-then-create inside Spark: another process can win in between
-    create_unless_exists(lambda: spark.sql(
-        f"CREATE NAMESPACE IF NOT EXISTS `{cfg.catalog.name}`.`{cfg.cleaner.meta_namespace}`"))
-    create_unless_exists(lambda: spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({schema}) USING iceberg"))
+    create_own_table(spark, cfg, table, schema)
     have = {f.name for f in spark.table(table).schema.fields}
     added = [f"{f.name} {f.dataType.simpleString()}" for f in _parse_datatype_string(schema).fields
              if f.name not in have]

@@ -9,12 +9,14 @@ import time
 from lakecleaner.core.config import LakecleanerConfig
 from lakecleaner.core.housekeeping import DAY_MS, HISTORY_MAINTENANCE, retention_cutoff_ms
 from lakecleaner.core.state import write_document
+from lakecleaner.core.table import TableRef
+from lakecleaner.spark.frames import merge_delete
+from lakecleaner.spark.iceberg_ops import Expiry, Rewrite, older_than, rewrite_and_expire
 
 
 def maintain_run_history(spark, cfg: LakecleanerConfig, now_ms: int) -> dict[str, int]:
     """Delete run-history rows older than the retention, rewrite its small files (one per run and
     table) and expire its old snapshots: the UI and the DAG's summary read this table."""
-    from lakecleaner.core.table import TableRef
     from lakecleaner.spark.history import ensure_history_table
 
     ensure_history_table(spark, cfg)
@@ -39,7 +41,6 @@ def maintain_quality_results(spark, cfg: LakecleanerConfig, now_ms: int) -> dict
 
     from lakecleaner.core.quality_results import DOCS, KEY_FIELDS, results_table
     from lakecleaner.core.state import delete_file
-    from lakecleaner.core.table import TableRef
     from lakecleaner.spark.quality import ensure_results_table
 
     ensure_results_table(spark, cfg)
@@ -55,14 +56,8 @@ def maintain_quality_results(spark, cfg: LakecleanerConfig, now_ms: int) -> dict
     if doomed:
         keys = spark.createDataFrame([tuple(r[f] for f in KEY_FIELDS) for r in doomed],
                                      results.select(*KEY_FIELDS).schema)
-        view = f"lc_doomed_results_{os.getpid()}_{int(time.time() * 1000)}"
-        keys.createOrReplaceTempView(view)
-        try:
-            spark.sql(f"MERGE INTO {ref.sql()} t USING {view} d ON t.table_name = d.table_name AND "
-                      "t.run_name <=> d.run_name AND t.now_ms = d.now_ms AND t.recorded_at = d.recorded_at "
-                      "WHEN MATCHED THEN DELETE")
-        finally:
-            spark.catalog.dropTempView(view)
+        merge_delete(spark, ref, keys, "t.table_name = d.table_name AND t.run_name <=> d.run_name AND "
+                     "t.now_ms = d.now_ms AND t.recorded_at = d.recorded_at", alias="d", name="lc_doomed_results")
         pages = {p for r in doomed for p in (r["docs_page"], r["run_history_docs_page"]) if p}
         kept = spark.table(name).where(F.col("docs_page").isin(*pages) | F.col("run_history_docs_page").isin(*pages))
         pages -= {p for r in kept.select("docs_page", "run_history_docs_page").collect() for p in r if p}
@@ -72,16 +67,12 @@ def maintain_quality_results(spark, cfg: LakecleanerConfig, now_ms: int) -> dict
     return {"rows_deleted": len(doomed), "data_docs_pages_deleted": pages_deleted, **_compact(spark, ref)}
 
 
-def _compact(spark, ref) -> dict[str, int]:
-    """Rewrite an own table's small files (a row per run, table and validation) and expire its
-    snapshots older than a day (the last one kept)."""
-    from lakecleaner.spark.catalog import iceberg_table
+# An own table's small files (a row per run, table and validation) are merged five at a time.
+SMALL_FILES = Rewrite({"min-input-files": "5", "remove-dangling-deletes": "true"})
 
-    res = spark.sql(f"CALL `{ref.catalog}`.system.rewrite_data_files(table => '{ref.short}', "
-                    "options => map('min-input-files', '5', 'remove-dangling-deletes', 'true'))").collect()
-    table = iceberg_table(spark, ref)
-    snapshots = len(list(table.snapshots()))
-    table.expireSnapshots().expireOlderThan(int(time.time() * 1000) - DAY_MS).retainLast(1).commit()
-    table.refresh()
-    return {"files_rewritten": int(res[0]["rewritten_data_files_count"]) if res else 0,
-            "snapshots_expired": snapshots - len(list(table.snapshots()))}
+
+def _compact(spark, ref: TableRef) -> dict[str, int]:
+    """Rewrite an own table's small files and expire its snapshots older than a day (the last one
+    kept)."""
+    done = rewrite_and_expire(spark, ref, SMALL_FILES, Expiry(older_than(lambda: int(time.time() * 1000) - DAY_MS)))
+    return {"files_rewritten": done.files_rewritten, "snapshots_expired": done.snapshots_expired}

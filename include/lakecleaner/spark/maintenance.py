@@ -28,7 +28,8 @@ from typing import Any, Iterable, Mapping
 from lakecleaner.core.append_times import record_append_times
 from lakecleaner.core.config import (CHECKPOINT_PROPERTY, LONG_MAX, LakecleanerConfig, TableConfig, physical_deletion_bound)
 from lakecleaner.core.table import TableRef
-from lakecleaner.spark.catalog import fail_point, iceberg_table, load_table_config, snapshot_summary
+from lakecleaner.spark.catalog import iceberg_table, load_table_config, snapshot_summary
+from lakecleaner.spark.iceberg_ops import Expiry, Rewrite, older_than_newest_at, rewrite_and_expire
 from lakecleaner.core.datafiles import DataFile, judge
 from lakecleaner.core.rules import Checkpoint, Partition
 from lakecleaner.core.strategies import checkpoint_sql, ident
@@ -40,6 +41,8 @@ ORPHAN_MIN_AGE_MS = 3 * 86_400_000
 # Each append adds a manifest; evaluation reads every live manifest of every table, so past this
 # many they are merged (Iceberg's rewrite_manifests) to keep per-table evaluation cost flat.
 MAX_DATA_MANIFESTS = 8
+# The clean part's files carrying deletes, each rewritten alone if need be.
+CLEAN_PART_DELETES_OUT = {"delete-file-threshold": "1", "min-input-files": "1", "remove-dangling-deletes": "true"}
 
 log = logging.getLogger(__name__)
 
@@ -110,16 +113,13 @@ def maintain_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None
     gdpr = tc.max_compaction_lag_ms < LONG_MAX
     wanted = deleted_rows and (rewrite_reason or gdpr or out["delete_ratio"] >= REWRITE_DELETE_RATIO)
     where = _clean_rewrite_filter(spark, ref, tc, ckpt) if wanted else None
+    done = rewrite_and_expire(spark, ref, Rewrite(CLEAN_PART_DELETES_OUT, where) if where else None,
+                              _expiry(spark, cfg, ref, tc), fail_at="maintenance_after_rewrite")
     if where:
-        res = spark.sql(
-            f"CALL `{ref.catalog}`.system.rewrite_data_files(table => '{ref.short}', where => '{where}', "
-            "options => map('delete-file-threshold', '1', 'min-input-files', '1', 'remove-dangling-deletes', 'true'))"
-        ).collect()
-        out["rewritten_data_files"] = int(res[0]["rewritten_data_files_count"]) if res else 0
+        out["rewritten_data_files"] = done.files_rewritten
         out["rewrite_reason"] = rewrite_reason or ("max.compaction.lag.ms is finite" if gdpr
                                                     else f"delete ratio >= {REWRITE_DELETE_RATIO}")
-        fail_point("maintenance_after_rewrite")
-    out["snapshots_expired"] = _expire_snapshots(spark, cfg, ref, tc)
+    out["snapshots_expired"] = done.snapshots_expired
     bound = physical_deletion_bound(tc)
     if bound:
         out["physical_deletion"] = bound
@@ -145,28 +145,21 @@ def maintain_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None
     return out
 
 
-def _expire_snapshots(spark, cfg: LakecleanerConfig, ref: TableRef, tc: TableConfig) -> int:
+def _expiry(spark, cfg: LakecleanerConfig, ref: TableRef, tc: TableConfig) -> Expiry:
     """Expire every snapshot older than the newest one committed at least min.compaction.lag.ms ago
     (younger snapshots carry the append times of records not yet old enough), keeping the current
     one. Commit times are wall-clock facts (the run's now may be an interval end in the past, and
-    the rewrite above committed after it), so the cut is taken on the wall clock, in epoch ms.
-    Iceberg's core expiry runs in the driver: for a cleaner's table, whose snapshots were just
-    rewritten, that costs far less than the expire_snapshots procedure's Spark jobs (1.1 s a table).
-    A table's own history.expire.* properties keep more when they ask for more. The commit times
-    of expired snapshots that still add live files are kept first (append_times).
-    Returns how many snapshots were expired."""
-    table = iceberg_table(spark, ref)
+    the rewrite before committed after it), so the cut is taken on the wall clock when the expiry
+    runs, in epoch ms. A table's own history.expire.* properties keep more when they ask for more.
+    The commit times of expired snapshots that still add live files are kept first (append_times)."""
     max_age, keep_last = tc.snapshot_retention
-    now = int(time.time() * 1000)
-    keep_after = min(now - tc.min_compaction_lag_ms, now - max_age if max_age is not None else now)
-    times = {s.snapshotId(): s.timestampMillis() for s in table.snapshots()}
-    cut = max((t for t in times.values() if t <= keep_after), default=None)
-    if cut is None or not any(t < cut for t in times.values()):
-        return 0
-    _keep_append_times(spark, cfg, ref, table, times)
-    table.expireSnapshots().expireOlderThan(cut).retainLast(keep_last).commit()
-    table.refresh()
-    return len(times) - table.snapshots().__len__()
+
+    def keep_after() -> int:
+        now = int(time.time() * 1000)
+        return min(now - tc.min_compaction_lag_ms, now - max_age if max_age is not None else now)
+
+    return Expiry(older_than_newest_at(keep_after), retain_last=keep_last,
+                  before=lambda table, times: _keep_append_times(spark, cfg, ref, table, times))
 
 
 def _keep_append_times(spark, cfg: LakecleanerConfig, ref: TableRef, table, times: dict[int, int]) -> None:
