@@ -44,10 +44,10 @@ PYTHON312 ?= $(shell for p in python3.12 "$${PYENV_ROOT:-$$HOME/.pyenv}"/version
 	"$$p" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null && { command -v "$$p"; break; }; done)
 VENV312   := .venv-py312
 STAMP312  := $(VENV312)/.installed-stamp
-UNIT_DEPS := pytest pytest-timeout hypothesis pyyaml 'pyiceberg[pyarrow]' pyspark snowpark-connect-deps-iceberg \
+UNIT_DEPS := pytest pytest-timeout hypothesis pyyaml 'pyiceberg[pyarrow,sql-sqlite]' pyspark snowpark-connect-deps-iceberg \
 	croniter setuptools
 
-$(STAMP312): requirements.lock
+$(STAMP312): requirements.lock Makefile  # Makefile: UNIT_DEPS is here
 	@test -n $(call shq,$(PYTHON312)) || { echo "make unit-py312 needs Python 3.12 (python3.12 on PATH, or PYTHON312=...)" >&2; exit 1; }
 	test -x $(VENV312)/bin/python || $(call shq,$(PYTHON312)) -m venv $(VENV312)
 	$(VENV312)/bin/pip install --quiet --upgrade pip
