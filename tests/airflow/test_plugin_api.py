@@ -672,6 +672,30 @@ def test_names_and_reasons_with_html_characters_are_escaped(lake_copy, monkeypat
 
 
 @pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
+def test_delete_files_and_bytes_are_shown_beside_the_dirty_ratio(lake_copy, monkeypatch):
+    """The evaluation's delete figures (issue 37 item 2) in the tables' JSON, the index's column and
+    the table page's figures."""
+    from fastapi.testclient import TestClient
+
+    from lakecleaner.core.config import load_config
+    from lakecleaner.core.evaluate import Evaluation
+    from lakecleaner.core.scheduler import record_evaluation
+
+    record_evaluation(load_config(lake_copy), [Evaluation(ORDERS, "eligible", "dirty", strategy="offset", dirty_ratio=0.5,
+                                                          delete_files=7, delete_bytes=3 * 2**20, delete_ratio=0.25)],
+                      int(time.time() * 1000))  # newer than the lake's own: an older one is not kept
+    plugin, _, _ = _plugin_in_process(monkeypatch, {SHOP_DAG: lake_copy}, allow=True)
+    good = {"Authorization": "Bearer good"}
+    with TestClient(plugin.app) as client:
+        [row] = client.get(f"/api/dags/{SHOP_DAG}/tables", headers=good).json()["tables"]
+        dag = client.get(f"/dags/{SHOP_DAG}/", headers=good).text
+        table = client.get(f"/dags/{SHOP_DAG}/tables/{ORDERS}", headers=good).text
+    assert (row["delete_files"], row["delete_bytes"], row["delete_ratio"]) == (7, 3 * 2**20, 0.25)
+    assert "<th>Delete files</th>" in dag and "3.0 MB, 25.0% of records" in dag
+    assert "Delete files<b>7</b>" in table and "3.0 MB; 25.0% of records deleted (rewrite past 20.0%)" in table
+
+
+@pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
 def test_one_dags_unreadable_records_do_not_hide_the_others(ui_lake, tmp_path, monkeypatch):
     """A DAG whose config loads but whose records cannot be read (its evaluation record corrupt)
     shows an error in its own group; the other DAGs' groups are shown, and its own routes say 503."""

@@ -86,7 +86,8 @@ def test_manifest_reads_match_pyiceberg_over_specs_and_deletes(spark, lake_confi
     """Evaluation reads manifests with a cached reader tree: what it reads must be what pyiceberg's
     own manifest API reads, through appends, a compaction (deleted and existing entries) and a
     partition spec change (two header schemas in one table); on v3 too, whose manifests carry row
-    lineage and whose compaction writes deletion vectors (in delete manifests, which it skips)."""
+    lineage and whose compaction writes deletion vectors (delete manifests, read for the delete
+    figures)."""
     from lakecleaner.core.metadata import MetadataReader, read_live_entries, read_manifest_list
 
     ns = f"mr{int(time.time() * 1000) % 10**8}"
@@ -116,6 +117,27 @@ def test_manifest_reads_match_pyiceberg_over_specs_and_deletes(spark, lake_confi
     assert tbl.format_version == format_version
     [ev] = evaluate_all(LakecleanerConfig(catalog=lake_config.catalog), [f"{ns}.t"], int(time.time() * 1000))
     assert ev.status in ("eligible", "not eligible") and 0 < ev.dirty_ratio < 1 and ev.clean_bytes > 0, ev
+    _delete_figures_match_spark(spark, ref, ev, format_version)
+
+
+def _delete_figures_match_spark(spark, ref, ev, format_version):
+    """Evaluation's delete files and bytes are Spark's delete_files metadata table's (a DV's bytes
+    its blob's) and the snapshot summary's totals; maintenance's figure, read by the Java API, is
+    the same."""
+    from lakecleaner.spark.catalog import iceberg_table, snapshot_summary
+    from lakecleaner.spark.maintenance import table_deletes
+
+    rows = spark.table(ref.meta("delete_files")).collect()
+    assert rows and {r["file_format"] for r in rows} == {"PUFFIN" if format_version == 3 else "PARQUET"}
+    size = [r["content_size_in_bytes"] if r["file_format"] == "PUFFIN" else r["file_size_in_bytes"] for r in rows]
+    assert (ev.delete_files, ev.delete_bytes) == (len(rows), sum(size)), ev
+    summary = snapshot_summary(spark, ref)
+    data_bytes = spark.sql(f"SELECT sum(file_size_in_bytes) AS b FROM {ref.meta('data_files')}").collect()[0]["b"]
+    assert ev.delete_files == int(summary["total-delete-files"])
+    assert ev.delete_bytes + data_bytes == int(summary["total-files-size"])
+    assert ev.delete_ratio == round(int(summary["total-position-deletes"]) / int(summary["total-records"]), 4) > 0
+    figures = table_deletes(spark, iceberg_table(spark, ref))
+    assert (figures.files, figures.bytes, figures.ratio) == (ev.delete_files, ev.delete_bytes, ev.delete_ratio)
 
 
 def test_corrupt_manifest_makes_only_its_table_unreadable(spark, lake_config):

@@ -139,3 +139,20 @@ def test_a_recorded_evaluation_this_cleaner_did_not_write_is_an_error_naming_it(
     write_document(cfg, EVALUATION_DOCUMENT, {"now_ms": 1, "tables": [{"status": "eligible"}]})
     with pytest.raises(ValueError, match=f"recorded evaluation .*{EVALUATION_DOCUMENT} is not one this cleaner wrote"):
         load_overview(cfg)
+
+
+def test_the_delete_figures_appear_beside_the_dirty_ratio_and_old_records_show_none(tmp_path):
+    """The index line and the table's page carry the evaluation's delete files, their bytes and
+    deleted-record share (with maintenance's threshold); an evaluation recorded before them has none."""
+    from lakecleaner.airflow.dashboard import build_row, load_overview, load_table
+    from lakecleaner.core.deletefiles import REWRITE_DELETE_RATIO
+    from lakecleaner.core.scheduler import record_evaluation
+
+    cfg = _cfg(tmp_path)
+    record_evaluation(cfg, [_evaluation("t.v3", delete_files=3, delete_bytes=126, delete_ratio=0.25)], now_ms=1)
+    [row] = load_overview(cfg)["tables"]
+    assert (row["dirty_ratio"], row["delete_files"], row["delete_bytes"], row["delete_ratio"]) == (0.0, 3, 126, 0.25)
+    view = load_table(cfg, "t.v3")
+    assert (view["delete_files"], view["delete_bytes"], view["rewrite_delete_ratio"]) == (3, 126, REWRITE_DELETE_RATIO)
+    old = build_row(_ev("t.old"), None, None, None)
+    assert (old["delete_files"], old["delete_bytes"], old["delete_ratio"]) == (None, None, None)

@@ -178,3 +178,66 @@ def test_a_table_cleaned_as_of_a_later_now_is_not_eligible_for_an_earlier_interv
     assert evaluate_table(meta(files, ckpt=ck), NOW).eligible
     late = evaluate_table(meta(files, ckpt=ck), NOW - 1)  # a backfill of the interval before
     assert not late.eligible and "already cleaned as of a later time" in late.reason
+
+
+# ---------------------------------------------------------------- delete files (issue 37 item 2)
+def _delete_entry(version, content, fmt, path, size, records, blob=None):
+    from pyiceberg.manifest import DataFile as IcebergDataFile, ManifestEntry, ManifestEntryStatus
+
+    extra = {"content_offset": 4, "content_size_in_bytes": blob} if version == 3 else {}
+    df = IcebergDataFile.from_args(_table_format_version=version, content=content, file_path=path, file_format=fmt,
+                                   record_count=records, file_size_in_bytes=size, **extra)
+    return ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=1, data_file=df)
+
+
+def _read_deletes(monkeypatch, entries):
+    """The delete-file rows evaluation keeps of a delete manifest holding ``entries``."""
+    from lakecleaner.core import metadata
+
+    monkeypatch.setattr(metadata, "read_live_entries", lambda io, manifest: entries)
+    from lakecleaner.core.deletefiles import DeleteFile, DeleteKind
+
+    return [DeleteFile(DeleteKind(kind), size, records) for kind, size, records in metadata._delete_stats(None, None)]
+
+
+def test_v2_position_delete_files_count_with_their_whole_size(monkeypatch):
+    from pyiceberg.manifest import DataFileContent as C, FileFormat as F
+
+    deletes = _read_deletes(monkeypatch, [_delete_entry(2, C.POSITION_DELETES, F.PARQUET, "a.parquet", 1500, 3),
+                                          _delete_entry(2, C.POSITION_DELETES, F.PARQUET, "b.parquet", 1700, 5),
+                                          _delete_entry(2, C.EQUALITY_DELETES, F.PARQUET, "c.parquet", 900, 7)])
+    files = [DataFile(size=100, offsets=Bounds(0, 9), appended_at_ms=0, records=40)]
+    ev = evaluate_table(TableMetadata("t.x", {"cleanup.policy": "compact"}, COLUMNS, files, deletes=deletes), NOW)
+    # three delete files (equality deletes count), 4100 bytes; 8 of 40 records deleted (equality rows are not records)
+    assert (ev.delete_files, ev.delete_bytes, ev.delete_ratio) == (3, 4100, 0.2)
+    assert ev.as_dict()["delete_files"] == 3 and "deletes" in format_table([ev])
+
+
+def test_v3_deletion_vectors_count_one_each_with_their_blobs_bytes(monkeypatch):
+    """Three DVs in one Puffin file are three delete files (Iceberg's total-delete-files), of their
+    blobs' bytes (ScanTaskUtil.contentSizeInBytes), not three times the Puffin file's."""
+    from pyiceberg.manifest import DataFileContent as C, FileFormat as F
+
+    puffin = [_delete_entry(3, C.POSITION_DELETES, F.PUFFIN, "d.puffin", 1000, n, blob=40 + n) for n in (1, 2, 3)]
+    deletes = _read_deletes(monkeypatch, puffin)
+    files = [DataFile(size=100, offsets=Bounds(0, 9), appended_at_ms=0, records=60)]
+    ev = evaluate_table(TableMetadata("t.x", {"cleanup.policy": "compact"}, COLUMNS, files, deletes=deletes), NOW)
+    assert (ev.delete_files, ev.delete_bytes, ev.delete_ratio) == (3, 126, 0.1)
+
+
+def test_the_rewrite_figure_is_maintenances_ratio_and_threshold():
+    from lakecleaner.core.deletefiles import REWRITE_DELETE_RATIO, DeleteFile, DeleteKind, delete_figures
+
+    dv = DeleteFile(DeleteKind.DELETION_VECTOR, 10, 1)
+    assert delete_figures([dv] * 2, 10).rewrite_due and delete_figures([dv] * 2, 10).ratio == REWRITE_DELETE_RATIO
+    assert not delete_figures([dv], 10).rewrite_due
+    assert not delete_figures([DeleteFile(DeleteKind.EQUALITY, 10, 5)], 10).rewrite_due  # no record is counted
+    assert delete_figures([], 0).ratio == 0.0
+
+
+def test_an_evaluation_recorded_before_the_delete_figures_still_reads():
+    from lakecleaner.core.scheduler import evaluations_of
+
+    old = {"table": "t.x", "status": "eligible", "reason": "r", "dirty_ratio": 0.5, "eligible": True}
+    [ev] = evaluations_of([old])
+    assert (ev.delete_files, ev.delete_bytes, ev.delete_ratio) == (0, 0, 0.0)

@@ -14,6 +14,11 @@ Figures and what they mean (the charts say the same in their captions):
   byte ratio; the exact byte ratio is known only now, from metadata (``evaluation.dirty_ratio``).
   After a committed run the part it took is clean (ratio 0 for that part); dirt younger than
   ``min.compaction.lag.ms`` or past the run's record budget stays dirty until the next run.
+- ``delete_files``, ``delete_bytes``, ``delete_ratio``: the table's live delete files (position
+  deletes on v2, deletion vectors on v3, equality deletes), their bytes as Iceberg counts them, and
+  deleted records / live records, from metadata at the last evaluation (core.deletefiles: the same
+  figure maintenance rewrites on, past REWRITE_DELETE_RATIO). None: recorded before evaluation
+  kept them.
 - ``delay_ms`` per validation: the freshness rule's max compaction delay at that validation (how
   long dirty data had been waiting beyond ``max.compaction.lag.ms``; 0 = within the bound).
 """
@@ -27,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from lakecleaner.core.config import LONG_MAX, LakecleanerConfig
+from lakecleaner.core.deletefiles import REWRITE_DELETE_RATIO
 from lakecleaner.core.quality_rules import FRESHNESS, rule_named
 
 # namespace.table, each part as the engine accepts it (lakecleaner.spark.engine.IDENT)
@@ -161,6 +167,9 @@ def build_row(ev: Mapping[str, Any], last_run: Mapping[str, Any] | None, last_va
         "strategy": ev.get("strategy"),
         "dirty_ratio": ev.get("dirty_ratio"),
         "min_cleanable_dirty_ratio": ev.get("min_cleanable_dirty_ratio"),
+        "delete_files": ev.get("delete_files"),
+        "delete_bytes": ev.get("delete_bytes"),
+        "delete_ratio": ev.get("delete_ratio"),
         "must_clean_ratio": ev.get("must_clean_ratio"),
         "max_compaction_delay_ms": ev.get("max_compaction_delay_ms"),
         "max_compaction_lag_ms": _bound(ev),  # None: no bound (Long.MAX)
@@ -209,6 +218,7 @@ def build_table(ev: Mapping[str, Any], history: Iterable[Mapping[str, Any]], res
     return {
         **row,
         "evaluation": dict(ev),
+        "rewrite_delete_ratio": REWRITE_DELETE_RATIO,  # maintenance's threshold on delete_ratio
         "state": dict(state or {}),
         "runs": [run_point(r) for r in page.items(history)],
         "runs_page": page.as_dict(),

@@ -12,6 +12,9 @@ Kafka's definitions on bytes:
 - max compaction delay = max(0, now - earliest dirty append - max.compaction.lag.ms);
 - eligible = must-clean ratio > 0, or a tombstone is past its horizon, or dirty ratio > min.cleanable.dirty.ratio;
   eligible tables are ordered by must-clean ratio, then dirty ratio.
+
+Beside them, the table's delete files, their bytes and the share of records they delete
+(core.deletefiles: the figure maintenance decides its rewrite on); they do not make a table eligible.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from typing import Any, Iterable, Mapping
 
 from lakecleaner.core.config import (LONG_MAX, CHECKPOINT_PROPERTY, ConfigError, TableConfig, physical_deletion_bound, resolve_table)
 from lakecleaner.core.datafiles import DataFile, file_log_ends, judge
+from lakecleaner.core.deletefiles import DeleteFigures, DeleteFile, delete_figures
 from lakecleaner.core.records import EvaluationStatus
 from lakecleaner.core.rules import Checkpoint, CheckpointError
 
@@ -41,6 +45,11 @@ class TableMetadata:
     files: list[DataFile] = field(default_factory=list)
     snapshots: int = 0
     refs: tuple[RefSnapshot, ...] = ()  # every ref but main
+    deletes: list[DeleteFile] = field(default_factory=list)  # live delete files of the current snapshot
+
+    @property
+    def delete_figures(self) -> DeleteFigures:
+        return delete_figures(self.deletes, sum(f.records for f in self.files))
 
 
 @dataclass
@@ -62,6 +71,10 @@ class Evaluation:
     # Set when the table's own snapshot-retention properties make physical deletion take longer than
     # the README's bound (config.physical_deletion_bound): the bound that then holds.
     physical_deletion: str | None = None
+    # core.deletefiles' figures (an evaluation recorded before them reads as none)
+    delete_files: int = 0
+    delete_bytes: int = 0
+    delete_ratio: float = 0.0  # deleted records / live records; maintenance rewrites past REWRITE_DELETE_RATIO
 
     @property
     def eligible(self) -> bool:
@@ -85,10 +98,16 @@ def _physical_deletion(tc: TableConfig, refs: Iterable[RefSnapshot], now_ms: int
     return "; ".join(n for n in notes if n) or None
 
 
+def _deletes(meta: TableMetadata) -> dict[str, Any]:
+    """Evaluation's delete-file fields, from the one figure (core.deletefiles)."""
+    d = meta.delete_figures
+    return {"delete_files": d.files, "delete_bytes": d.bytes, "delete_ratio": d.ratio}
+
+
 def evaluate_table(meta: TableMetadata, now_ms: int, defaults: Mapping[str, Any] | None = None,
                    uncleanable_reason: str | None = None) -> Evaluation:
     if uncleanable_reason:
-        return Evaluation(meta.table, EvaluationStatus.UNCLEANABLE, uncleanable_reason)
+        return Evaluation(meta.table, EvaluationStatus.UNCLEANABLE, uncleanable_reason, **_deletes(meta))
     try:
         tc: TableConfig = resolve_table(meta.table, meta.properties, meta.columns, defaults)
         ckpt = Checkpoint.from_json(meta.properties.get(CHECKPOINT_PROPERTY))
@@ -96,12 +115,13 @@ def evaluate_table(meta: TableMetadata, now_ms: int, defaults: Mapping[str, Any]
         return Evaluation(meta.table, EvaluationStatus.INVALID_CONFIG, str(exc))
     except CheckpointError as exc:
         return Evaluation(meta.table, EvaluationStatus.INVALID_CHECKPOINT, f"table {meta.table}: {exc} ({CHECKPOINT_PROPERTY}; "
-                                                             "fix or unset it to clean the table from its start)")
+                                                             "fix or unset it to clean the table from its start)",
+                          **_deletes(meta))
     if ckpt.later_than(now_ms):  # a backfill of an earlier interval: the engine would take nothing
         return Evaluation(meta.table, EvaluationStatus.NOT_ELIGIBLE, f"already cleaned as of a later time (a run at now "
                                                       f"{ckpt.as_of_ms}): a run of an earlier interval takes nothing",
                           strategy=tc.strategy, min_cleanable_dirty_ratio=tc.min_cleanable_dirty_ratio,
-                          max_compaction_lag_ms=tc.max_compaction_lag_ms)
+                          max_compaction_lag_ms=tc.max_compaction_lag_ms, **_deletes(meta))
     partitioned = tc.partition_column is not None
     ends = file_log_ends(meta.files, partitioned) if tc.retain_log_end_record else None
     ckpt, other_layout, reset = ckpt.vouched(partitioned, ends)  # as the run does (engine._reset_checkpoint)
@@ -129,7 +149,7 @@ def evaluate_table(meta: TableMetadata, now_ms: int, defaults: Mapping[str, Any]
         max_compaction_delay_ms=max(0, now_ms - earliest_dirty - tc.max_compaction_lag_ms) if earliest_dirty is not None else 0,
         tombstones_due=ckpt.tombstones_due(now_ms, tc.delete_retention_ms),
         min_cleanable_dirty_ratio=tc.min_cleanable_dirty_ratio, max_compaction_lag_ms=tc.max_compaction_lag_ms,
-        physical_deletion=_physical_deletion(tc, meta.refs, now_ms))
+        physical_deletion=_physical_deletion(tc, meta.refs, now_ms), **_deletes(meta))
     reasons = [_reset_reason(reset)] if reset else []
     if other_layout:
         reasons.insert(0, f"checkpoint written while the table was {'un' if partitioned else ''}partitioned "
@@ -166,12 +186,13 @@ def cleaning_order(evaluations: Iterable[Evaluation]) -> list[Evaluation]:
 def format_table(evaluations: list[Evaluation]) -> str:
     """The readable form of `lakecleaner evaluate`."""
     header = ("table", "status", "strategy", "dirty", "must-clean", "delay s", "clean MB", "cleanable MB",
-              "young MB", "reason")
+              "young MB", "deletes", "delete MB", "reason")
     rows = [header]
     for e in evaluations:
         rows.append((e.table, e.status, e.strategy or "-", f"{e.dirty_ratio:.2f}", f"{e.must_clean_ratio:.2f}",
                      f"{e.max_compaction_delay_ms // 1000}", f"{e.clean_bytes / 2**20:.2f}",
-                     f"{e.cleanable_bytes / 2**20:.2f}", f"{e.uncleanable_bytes / 2**20:.2f}", e.reason))
+                     f"{e.cleanable_bytes / 2**20:.2f}", f"{e.uncleanable_bytes / 2**20:.2f}", f"{e.delete_files}",
+                     f"{e.delete_bytes / 2**20:.2f}", e.reason))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(header) - 1)]
     lines = ["  ".join(str(v).ljust(w) for v, w in zip(r[:-1], widths)) + "  " + r[-1] for r in rows]
     return "\n".join(lines)

@@ -1,5 +1,7 @@
-"""Reading what evaluation needs from Iceberg metadata with pyiceberg: table properties, schema, and
-per data file its size, offset bounds, Kafka partition and append time. No data file is opened.
+"""Reading what evaluation needs from Iceberg metadata with pyiceberg: table properties, schema,
+per data file its size, record count, offset bounds, Kafka partition and append time, and per
+delete file (position deletes, deletion vectors, equality deletes) its kind, bytes and record
+count (core.deletefiles). No data or delete file is opened.
 
 pyiceberg has no Hadoop catalog, so for the embedded catalog tables are found by walking the
 warehouse and read through their current metadata file (metadata/version-hint.text names it).
@@ -24,6 +26,7 @@ from pyiceberg.utils.schema_conversion import AvroSchemaConversion
 
 from lakecleaner.core.config import LakecleanerConfig, raw_setting
 from lakecleaner.core.datafiles import Bounds, DataFile
+from lakecleaner.core.deletefiles import DeleteFile, DeleteKind
 from lakecleaner.core.evaluate import RefSnapshot, TableMetadata
 
 log = logging.getLogger(__name__)
@@ -150,22 +153,25 @@ def table_metadata(table: str, tbl, defaults=None, cache: "ManifestStatsCache | 
     layout = [getattr(offset_field, "field_id", None), getattr(part_field, "field_id", None), part_index, _ROWS]
     known = cache.load(table, layout) if cache else {}
     read: dict[str, list[tuple]] = {}
+    deletes: dict[str, list[tuple]] = {}
     for manifest in read_manifest_list(tbl.io, snapshot.manifest_list):
-        if manifest.content != ManifestContent.DATA:
-            continue
         stats = known.get(manifest.manifest_path)
+        if manifest.content == ManifestContent.DELETES:
+            deletes[manifest.manifest_path] = stats if stats is not None else _delete_stats(tbl.io, manifest)
+            continue
         if stats is None:
             stats = _manifest_stats(tbl.io, manifest, offset_field, part_field, part_index)
         read[manifest.manifest_path] = stats
-    if cache and read.keys() != known.keys() and (known or len(read) >= CACHED_FROM_MANIFESTS):
-        cache.save(table, layout, read)
+    if cache and (read.keys() | deletes.keys()) != known.keys() and (known or len(read) >= CACHED_FROM_MANIFESTS):
+        cache.save(table, layout, read, deletes)
     times = {s.snapshot_id: s.timestamp_ms for s in tbl.metadata.snapshots}
     if expired_times and any(stat[3] not in times for stats in read.values() for stat in stats):
         times = {**expired_times(), **times}
     for stats in read.values():
         meta.files += [DataFile(size=size, offsets=Bounds(lo, hi), partitions=_partition_bounds(partition),
-                                appended_at_ms=times.get(snapshot_id, 0), snapshot_id=snapshot_id)
-                       for size, lo, hi, snapshot_id, partition in stats]
+                                appended_at_ms=times.get(snapshot_id, 0), snapshot_id=snapshot_id, records=records)
+                       for size, lo, hi, snapshot_id, partition, records in stats]
+    meta.deletes = [DeleteFile(DeleteKind(kind), size, records) for rows in deletes.values() for kind, size, records in rows]
     return meta
 
 
@@ -178,23 +184,38 @@ def _partition_bounds(partition) -> Bounds:
 
 
 # The statistics rows' form, part of the cache's layout: a cache written before the rows kept a
-# file's partition bounds ("mixed" for a file of several) is read again once, not misread.
-_ROWS = "partition-bounds"
+# file's partition bounds ("mixed" for a file of several), its record count and the delete
+# manifests' rows is read again once, not misread.
+_ROWS = "partition-bounds+records+deletes"
 # Below this many data manifests, reading them costs less than creating the cache's file (about
 # 1 ms on a local disk): a table whose manifests maintenance merged is not cached.
 CACHED_FROM_MANIFESTS = 4
 
 
 def _manifest_stats(io, manifest: ManifestFile, offset_field, part_field, part_index) -> list[tuple]:
-    """(size, offset lower and upper bound, adding snapshot, partition: see _partition_bounds) of each
-    live data file."""
+    """(size, offset lower and upper bound, adding snapshot, partition: see _partition_bounds,
+    record count) of each live data file."""
     out = []
     for entry in read_live_entries(io, manifest):
         df = entry.data_file
         if df.content != DataFileContent.DATA:
             continue
         out.append((df.file_size_in_bytes, _bound(df.lower_bounds, offset_field), _bound(df.upper_bounds, offset_field),
-                    entry.snapshot_id, _partition(df, part_field, part_index)))
+                    entry.snapshot_id, _partition(df, part_field, part_index), df.record_count))
+    return out
+
+
+def _delete_stats(io, manifest: ManifestFile) -> list[tuple]:
+    """(kind, bytes, record count: see core.deletefiles) of each live entry of a delete manifest."""
+    out = []
+    for entry in read_live_entries(io, manifest):
+        df = entry.data_file
+        if df.content == DataFileContent.EQUALITY_DELETES:
+            out.append((DeleteKind.EQUALITY.value, df.file_size_in_bytes, df.record_count))
+        elif df.file_format == FileFormat.PUFFIN:  # a deletion vector: its blob, not the shared Puffin file
+            out.append((DeleteKind.DELETION_VECTOR.value, df[_CONTENT_SIZE], df.record_count))
+        elif df.content == DataFileContent.POSITION_DELETES:
+            out.append((DeleteKind.POSITION.value, df.file_size_in_bytes, df.record_count))
     return out
 
 
@@ -226,13 +247,17 @@ class ManifestStatsCache:
             log.warning("lakecleaner: table %s: ignoring its evaluation cache (%s: %s)", table, type(exc).__name__, exc)
             return {}
 
-    def save(self, table: str, layout: list, manifests: dict[str, list[tuple]]) -> None:
+    def save(self, table: str, layout: list, manifests: dict[str, list[tuple]],
+             delete_manifests: dict[str, list[tuple]] | None = None) -> None:
+        """``manifests``: data manifests' rows; ``delete_manifests``: delete manifests' (kept in the
+        same map: a manifest's path says which it is)."""
         from lakecleaner.core.state import write_document
 
         if any(not isinstance(row[4], (int, list, type(None))) for rows in manifests.values() for row in rows):
             return  # a partition value JSON would not give back as it was: no cache for this table
         try:
-            write_document(self.cfg, self._name(table), {"layout": layout, "manifests": manifests})
+            write_document(self.cfg, self._name(table),
+                           {"layout": layout, "manifests": {**manifests, **(delete_manifests or {})}})
         except Exception as exc:  # noqa: BLE001 - a cache: the next run reads the manifests again
             log.warning("lakecleaner: table %s: cannot write its evaluation cache (%s: %s)", table,
                         type(exc).__name__, exc)
@@ -253,6 +278,11 @@ _MANIFEST_LIST = (MANIFEST_LIST_FILE_SCHEMAS[DEFAULT_READ_VERSION], {-1: Manifes
                   {517: ManifestContent})
 _MANIFEST = (MANIFEST_ENTRY_SCHEMAS[DEFAULT_READ_VERSION], {-1: ManifestEntry, 2: IcebergDataFile},
              {0: ManifestEntryStatus, 101: FileFormat, 134: DataFileContent})
+# Delete manifests are read with the v3 schema, whose content_size_in_bytes is a deletion vector's
+# blob size (absent from a v2 manifest: None, and a v2 table has no DV).
+_DELETE_MANIFEST = (MANIFEST_ENTRY_SCHEMAS[3], *_MANIFEST[1:])
+_CONTENT_SIZE = [f.name for f in MANIFEST_ENTRY_SCHEMAS[3].find_field("data_file").field_type.fields].index(
+    "content_size_in_bytes")
 
 
 class _CachedReaderAvroFile(AvroFile):
@@ -305,9 +335,10 @@ def read_manifest_list(io, manifest_list: str) -> list[ManifestFile]:
 
 
 def read_live_entries(io, manifest: ManifestFile) -> list[ManifestEntry]:
-    """The manifest's entries that are not deleted, with the snapshot id a v2 ADDED entry leaves
-    to its manifest filled in (the spec's inheritance, as pyiceberg applies it)."""
-    read_schema, types, enums = _MANIFEST
+    """The manifest's entries that are not deleted (a delete manifest's with its v3 fields), with
+    the snapshot id a v2 ADDED entry leaves to its manifest filled in (the spec's inheritance, as
+    pyiceberg applies it)."""
+    read_schema, types, enums = _DELETE_MANIFEST if manifest.content == ManifestContent.DELETES else _MANIFEST
     with _CachedReaderAvroFile(_input(io, manifest.manifest_path), read_schema, types, enums) as reader:
         entries = [e for e in reader if e.status != ManifestEntryStatus.DELETED]
     for entry in entries:

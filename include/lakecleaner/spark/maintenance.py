@@ -6,7 +6,8 @@ when no retained snapshot references a file that holds it. So, per table, after 
 
 1. rewrite the clean data files that carry deletes: every time for a table with a finite
    max.compaction.lag.ms (the bound is the point of that setting), otherwise once deleted rows
-   pass ``REWRITE_DELETE_RATIO`` of the table (the small-file and delete-file clean-up);
+   pass ``REWRITE_DELETE_RATIO`` of the table (the small-file and delete-file clean-up), judged on
+   the figures evaluation shows (core.deletefiles, read from the current snapshot's delete manifests);
 2. expire every snapshot older than the rewrite, except those younger than min.compaction.lag.ms:
    the compaction reads append times from them (rule 3), and dropping them early would make young
    records look old; the times of expired snapshots that still add live files are kept aside
@@ -28,14 +29,14 @@ from typing import Any, Iterable, Mapping
 from lakecleaner.core.append_times import record_append_times
 from lakecleaner.core.config import (CHECKPOINT_PROPERTY, LONG_MAX, LakecleanerConfig, TableConfig, physical_deletion_bound)
 from lakecleaner.core.table import TableRef
-from lakecleaner.spark.catalog import iceberg_table, load_table_config, snapshot_summary
+from lakecleaner.spark.catalog import iceberg_table, load_table_config
 from lakecleaner.spark.iceberg_ops import Expiry, Rewrite, older_than_newest_at, rewrite_and_expire
 from lakecleaner.core.datafiles import DataFile, judge
+from lakecleaner.core.deletefiles import REWRITE_DELETE_RATIO, DeleteFigures, DeleteFile, DeleteKind, delete_figures
 from lakecleaner.core.rules import Checkpoint, Partition
 from lakecleaner.core.strategies import checkpoint_sql, ident
 from lakecleaner.core.state import StateStore
 
-REWRITE_DELETE_RATIO = 0.2
 ORPHAN_CADENCE_MS = 86_400_000
 ORPHAN_MIN_AGE_MS = 3 * 86_400_000
 # Each append adds a manifest; evaluation reads every live manifest of every table, so past this
@@ -105,13 +106,10 @@ def maintain_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None
     ckpt = Checkpoint.from_json(props.get(CHECKPOINT_PROPERTY))
     out: dict[str, Any] = {"table": ref.short, "now_ms": now_ms, "rewritten_data_files": 0,
                            "snapshots_expired": 0, "orphan_files_removed": 0}
-    # Metadata comes from the (refreshed) Iceberg table object rather than metadata-table queries:
-    # each of those is a Spark job, and a batch of small tables pays for every one of them.
-    summary = snapshot_summary(spark, ref)
-    data_rows, deleted_rows = int(summary.get("total-records", 0)), int(summary.get("total-position-deletes", 0))
-    out["delete_ratio"] = round(deleted_rows / data_rows, 4) if data_rows else 0.0
+    deletes = table_deletes(spark, iceberg_table(spark, ref))
+    out.update(delete_files=deletes.files, delete_bytes=deletes.bytes, delete_ratio=deletes.ratio)
     gdpr = tc.max_compaction_lag_ms < LONG_MAX
-    wanted = deleted_rows and (rewrite_reason or gdpr or out["delete_ratio"] >= REWRITE_DELETE_RATIO)
+    wanted = deletes.deleted_records and (rewrite_reason or gdpr or deletes.rewrite_due)
     where = _clean_rewrite_filter(spark, ref, tc, ckpt) if wanted else None
     done = rewrite_and_expire(spark, ref, Rewrite(CLEAN_PART_DELETES_OUT, where) if where else None,
                               _expiry(spark, cfg, ref, tc), fail_at="maintenance_after_rewrite")
@@ -143,6 +141,36 @@ def maintain_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None
         out["orphan_files_removed"] = len(res)
         store.record_orphan_cleanup(ref.short, now_ms)
     return out
+
+
+def table_deletes(spark, table) -> DeleteFigures:
+    """The current snapshot's delete figures (core.deletefiles), from the refreshed Java table's
+    delete manifests in the driver rather than a metadata-table query: each of those is a Spark
+    job, and a batch of small tables pays for every one. Live records: the summary's total-records
+    (Iceberg's running sum of the live data files' record counts)."""
+    current = table.currentSnapshot()
+    if current is None:
+        return DeleteFigures()
+    manifest_files = spark._jvm.org.apache.iceberg.ManifestFiles
+    found = []
+    for manifest in current.deleteManifests(table.io()):
+        reader = manifest_files.readDeleteManifest(manifest, table.io(), table.specs())
+        try:
+            live = reader.iterator()  # live entries only
+            while live.hasNext():
+                found.append(_delete_file(live.next()))
+        finally:
+            reader.close()
+    return delete_figures(found, int(current.summary().get("total-records") or 0))
+
+
+def _delete_file(f) -> DeleteFile:
+    """A Java DeleteFile as core.deletefiles counts it (Iceberg's ScanTaskUtil.contentSizeInBytes)."""
+    if f.content().name() == "EQUALITY_DELETES":
+        return DeleteFile(DeleteKind.EQUALITY, f.fileSizeInBytes(), f.recordCount())
+    if f.format().name() == "PUFFIN":
+        return DeleteFile(DeleteKind.DELETION_VECTOR, f.contentSizeInBytes(), f.recordCount())
+    return DeleteFile(DeleteKind.POSITION, f.fileSizeInBytes(), f.recordCount())
 
 
 def _expiry(spark, cfg: LakecleanerConfig, ref: TableRef, tc: TableConfig) -> Expiry:
