@@ -25,27 +25,45 @@ pytestmark = [pytest.mark.airflow, pytest.mark.spark]
 HERE = Path(__file__).resolve().parent
 DRIVER = HERE / "isolated_dag_run.py"
 MARKER = "LAKECLEANER_ISOLATION_REPORT "
-# Fresh, empty file systems on the shared temporary directories and on $HOME; what the run needs
-# under $HOME (the Python installation: pyenv keeps it there) is bound back, read-only.
+# Fresh, empty file systems on the shared temporary directories and on $HOME. What the run reads
+# under them (the Python installation pyenv keeps under $HOME; a checkout or its venv under /tmp, as a
+# CI clone may be) is bound back read-only from the directory as it was: each hidden directory is
+# held open (fds 3-6) before it is covered, and its kept parts are bound from /proc/self/fd/N/...
+# (--no-canonicalize: mount would otherwise resolve that path to the covered one's name).
+HIDDEN = ("/tmp", "/var/tmp", "/dev/shm")  # then $HOME: fds 3, 4, 5, 6
 MOUNTS = """set -e
+exec 3</tmp 4</var/tmp 5</dev/shm 6<"$LAKECLEANER_ISOLATION_REAL_HOME"
 for d in /tmp /var/tmp /dev/shm; do mount -t tmpfs -o mode=1777,size=4g tmpfs "$d"; done
-IFS=:
-i=0
-for keep in $LAKECLEANER_ISOLATION_KEEP; do mkdir "/tmp/.keep$i"; mount --bind "$keep" "/tmp/.keep$i"; i=$((i+1)); done
 mount -t tmpfs -o mode=0700,size=1g tmpfs "$LAKECLEANER_ISOLATION_REAL_HOME"
-i=0
-for keep in $LAKECLEANER_ISOLATION_KEEP; do
-  mkdir -p "$keep"; mount --move "/tmp/.keep$i" "$keep"; mount -o remount,bind,ro "$keep" || true; i=$((i+1))
-done
-unset IFS
+while IFS= read -r keep; do
+  [ -n "$keep" ] || continue
+  fd=${keep%% *}; rel=${keep#* }
+  case $fd in 3) cover=/tmp;; 4) cover=/var/tmp;; 5) cover=/dev/shm;; *) cover=$LAKECLEANER_ISOLATION_REAL_HOME;; esac
+  mkdir -p "$cover/$rel"
+  mount --no-canonicalize --bind "/proc/self/fd/$fd/$rel" "$cover/$rel"
+  mount -o remount,bind,ro "$cover/$rel" || true
+done <<KEEP
+$LAKECLEANER_ISOLATION_KEEP
+KEEP
+exec 3<&- 4<&- 5<&- 6<&-
 exec "$@"
 """
 
 
-def _needed_under(home: Path) -> list[str]:
-    """What the run reads under $HOME: the Python installation the environment was made from."""
-    base = Path(sys.base_prefix).resolve()
-    return [str(base)] if base.is_relative_to(home) else []
+def _kept(home: Path) -> list[str]:
+    """What the run reads under a directory the namespace covers, as ``fd relative-path`` lines (fd:
+    the covered directory held open, MOUNTS): the Python installation and environment, this checkout."""
+    hidden = [*(Path(d).resolve() for d in HIDDEN), home]
+    wanted = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), HERE.parents[1].resolve()}
+    kept = []
+    for path in sorted(wanted):
+        if any(path != other and path.is_relative_to(other) for other in wanted):
+            continue  # inside another kept path
+        under = [h for h in hidden if path.is_relative_to(h)]
+        if under:
+            cover = max(under, key=lambda h: len(h.parts))  # the innermost covered directory
+            kept.append(f"{3 + hidden.index(cover)} {path.relative_to(cover)}")
+    return kept
 
 
 def _namespace() -> list[str] | None:
@@ -72,7 +90,7 @@ def report():
     env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL", "JAVA_HOME", "TZ") if k in os.environ}
     home = Path(os.path.expanduser("~")).resolve()
     env.update({"LAKECLEANER_ISOLATION_REAL_HOME": str(home), "LAKECLEANER_ISOLATION_INCLUDE": include,
-                "LAKECLEANER_ISOLATION_KEEP": ":".join(_needed_under(home)), "PYTHONPATH": include})
+                "LAKECLEANER_ISOLATION_KEEP": "\n".join(_kept(home)), "PYTHONPATH": include})
     proc = subprocess.run([*prefix, "/bin/sh", "-c", MOUNTS, "sh", sys.executable, str(DRIVER)], env=env,
                           capture_output=True, text=True, timeout=840)  # pytest's own timeout is 900 s
     lines = [line for line in proc.stdout.splitlines() if line.startswith(MARKER)]
