@@ -109,8 +109,8 @@ def test_the_cleaners_own_tables_take_the_configured_format_version(spark, lake_
         lake_config.cleaner, meta_namespace=f"own_v3_{int(time.time() * 1000) % 10**8}", own_tables_format_version=3))
     now = int(time.time() * 1000)
     for i, age_days in enumerate((45, 0)):
-        record_history(spark, cfg, {"table": table_name, "run_id": f"r{i}", "status": "committed",
-                                    "now_ms": now - age_days * DAY_MS, "dry_run": False})
+        record_history(spark, cfg, CleanerStats(table=table_name, run_id=f"r{i}", status="committed",
+                                                now_ms=now - age_days * DAY_MS, dry_run=False))
     ensure_audit_table(spark, cfg)
     ensure_requests_table(spark, cfg)
     ensure_results_table(spark, cfg)
