@@ -21,11 +21,11 @@ from urllib.parse import SplitResult
 
 from lakecleaner.core import lineage
 from lakecleaner.core.config import CatalogConfig
+from lakecleaner.core.records import FIGURES
 
 ALIAS = "lakecleaner-compacted"  # the DAG's outlet; events for every compacted table go through it
 SCHEME = lineage.SCHEME
-EXTRA_FIGURES = ("records_read", "records_kept", "removed_superseded", "removed_expired_tombstones", "quarantined",
-                 "bytes_read", "bytes_written", "duration_ms")
+EXTRA_FIGURES = FIGURES  # what an event's extra carries: the run's figures (records.RunFigures)
 
 
 def table_uri(catalog: CatalogConfig, table: str) -> str:

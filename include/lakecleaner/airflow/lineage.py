@@ -40,6 +40,7 @@ from openlineage.client.utils import RedactMixin
 from lakecleaner.airflow.assets import committed
 from lakecleaner.core import lineage
 from lakecleaner.core.config import LakecleanerConfig
+from lakecleaner.core.records import FIGURES
 
 PRODUCER = "https://github.com/lakecleaner/lakecleaner"
 # The custom facets' JSON schemas ship in the package (resources/<Facet>.json) and are published with the source.
@@ -50,18 +51,11 @@ log = logging.getLogger("lakecleaner")
 
 
 # ---------------------------------------------------------------- the run facets (custom facets)
-@attr.define
-class TableCompaction(RedactMixin):
-    """One table's compaction figures, named as in the application's report and the asset event."""
-    table: str
-    records_read: int | None = None
-    records_kept: int | None = None
-    removed_superseded: int | None = None
-    removed_expired_tombstones: int | None = None
-    quarantined: int | None = None
-    bytes_read: int | None = None
-    bytes_written: int | None = None
-    duration_ms: int | None = None
+# One table's compaction figures: the run's figures (records.FIGURES, as the report, the asset event and
+# the run history name them), built from that one list rather than written again.
+TableCompaction = attr.make_class(
+    "TableCompaction", {"table": attr.ib(type=str), **{name: attr.ib(default=None) for name in FIGURES}},
+    bases=(RedactMixin,))
 
 
 @attr.define
