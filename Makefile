@@ -67,13 +67,18 @@ no-py312:
 # (after TEST_PY312: a rule's prerequisites are expanded where the rule is read)
 # ruff and the unit tests on Python 3.12 first: a finding fails the target before the (long) tests start
 # --durations: the slowest tests' times in every run's output (README "Testing" keeps the table).
+# Two pytest-xdist workers (TEST_WORKERS=1 for one process): much of a test's time is a JVM starting,
+# Airflow's scheduler polling or a wait for a cron minute, which leaves a core idle. Tests that share
+# a set-up (a module's fixtures, ui_lake's servers) run on one worker, built once (tests/conftest.py).
+TEST_WORKERS ?= 2
+PYTEST_PARALLEL = $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 test: $(STAMP) lint-py $(TEST_PY312) browser-deps pg-deps
-	$(BIN)/python -m pytest -q --durations=30
+	$(BIN)/python -m pytest -q --durations=30 $(PYTEST_PARALLEL)
 
 # Not in CI: the same suite with 8x the Hypothesis examples (fresh ones each run, not CI's fixed
 # ones) and 8x the chaos kills (tests/hypothesis_profiles.py).
 test-thorough: $(STAMP) browser-deps pg-deps
-	LAKECLEANER_TEST_PROFILE=thorough $(BIN)/python -m pytest -q --durations=30
+	LAKECLEANER_TEST_PROFILE=thorough $(BIN)/python -m pytest -q --durations=30 $(PYTEST_PARALLEL)
 
 # Fault test with figures: 20 cleaning runs SIGKILLed at random points while another process appends,
 # on the JDBC catalog on a throwaway PostgreSQL (tests/chaos.py; a short series runs in `make test`).

@@ -1,4 +1,5 @@
 """Shared fixtures: one local SparkSession for the whole run, on a throwaway warehouse."""
+import inspect
 import itertools
 import sys
 import os
@@ -14,7 +15,13 @@ sys.path.insert(0, str(Path(__file__).parent))  # tests/cases.py, shared by unit
 # path (pyproject's pythonpath); processes the tests start (python -m lakecleaner_dev.localpg) get it too.
 INCLUDE = str(Path(__file__).resolve().parents[1] / "include")
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (INCLUDE, os.environ.get("PYTHONPATH")) if p)
+# The tests' JVMs (this session's Spark, every spark-submit of a CLI, DAG or chaos test) live seconds
+# on a few MB: with C2 they spend more CPU compiling than running (test_failures' three spark-submits:
+# 101 -> 64 CPU s). spark-submit's launcher puts SPARK_SUBMIT_OPTS on the driver JVM's command line;
+# a JVM started some other way is unaffected. Tests only: the cleaner's own JVM options are sparkconf's.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 _names = itertools.count()
+TESTS = Path(__file__).resolve().parent
 
 
 @pytest.fixture(scope="session")
@@ -142,3 +149,59 @@ def spark_cluster(tmp_path_factory):
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+# The heaviest test modules first (the 00de875 CI run's times, slowest first): under pytest-xdist
+# (`make test` runs two workers) a long module started last would run alone at the end.
+HEAVIEST_FIRST = (
+    "airflow/test_airflow_on_postgres", "spark/test_engine_vs_model", "airflow/test_dag_end_to_end",
+    "spark/test_forget", "spark/test_failures", "spark/test_chaos", "spark/test_cases_on_spark",
+    "airflow/test_no_shared_disk", "test_installed_wheel", "spark/test_postgres_catalog",
+    "airflow/test_openlineage_dag", "spark/test_quality", "spark/test_batch", "airflow/test_browser",
+    "airflow/test_observability_dag", "spark/test_physical_deletion", "airflow/test_catalog_connection_dag",
+    "spark/test_standalone_cluster",
+)
+
+
+def _heaviness(item) -> int:
+    module = Path(item.nodeid.split("::")[0]).relative_to("tests").with_suffix("").as_posix()
+    return HEAVIEST_FIRST.index(module) if module in HEAVIEST_FIRST else len(HEAVIEST_FIRST)
+
+
+def _shared_setups(item) -> list[str]:
+    """The item's fixtures built once for several tests (module scope, or a session fixture of a
+    plugin module such as ui_lake), conftest's excepted: every worker builds those anyway."""
+    found = []
+    for name, defs in item._fixtureinfo.name2fixturedefs.items():
+        fixture = defs[-1]
+        where = Path(inspect.getsourcefile(fixture.func) or "")
+        if fixture.scope != "function" and TESTS in where.parents and where.stem != "conftest":
+            found.append(f"{where.stem}.{name}")
+    return found
+
+
+def _group_by_shared_setup(items) -> None:
+    """Tests that share a set-up form one xdist group (run by one worker, in order): a module's or
+    ui_lake's fixtures are then built once. The others are scheduled one by one."""
+    parent: dict[str, str] = {}
+
+    def root(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+
+    for item in items:
+        setups = _shared_setups(item)
+        for other in setups[1:]:
+            parent[root(other)] = root(setups[0])
+    for item in items:
+        setups = _shared_setups(item)
+        if setups:
+            item.add_marker(pytest.mark.xdist_group(root(setups[0]).rpartition(".")[0]))
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=_heaviness)  # stable: a module's tests keep their order
+    if config.getoption("dist", "no") == "loadgroup":
+        _group_by_shared_setup(items)
