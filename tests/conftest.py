@@ -15,10 +15,11 @@ sys.path.insert(0, str(Path(__file__).parent))  # tests/cases.py, shared by unit
 # path (pyproject's pythonpath); processes the tests start (python -m lakecleaner_dev.localpg) get it too.
 INCLUDE = str(Path(__file__).resolve().parents[1] / "include")
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (INCLUDE, os.environ.get("PYTHONPATH")) if p)
-# The tests' JVMs (this session's Spark, every spark-submit of a CLI, DAG or chaos test) live seconds
-# on a few MB: with C2 they spend more CPU compiling than running (test_failures' three spark-submits:
-# 101 -> 64 CPU s). spark-submit's launcher puts SPARK_SUBMIT_OPTS on the driver JVM's command line;
-# a JVM started some other way is unaffected. Tests only: the cleaner's own JVM options are sparkconf's.
+# The JVMs the tests start (every spark-submit of a CLI, DAG or chaos test) live seconds on a few MB:
+# with C2 they spend more CPU compiling than running (test_failures' three spark-submits: 101 -> 64
+# CPU s). spark-submit's launcher puts SPARK_SUBMIT_OPTS on the driver JVM's command line; the
+# session's own JVM is started without it (the spark fixture). Tests only: the cleaner's JVM options
+# are sparkconf's.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 _names = itertools.count()
 TESTS = Path(__file__).resolve().parent
@@ -79,7 +80,14 @@ def config_file(lake_config, tmp_path_factory) -> Path:
 def spark(lake_config):
     from lakecleaner.spark.session import get_spark
 
-    session = get_spark(lake_config, "lakecleaner-tests")
+    # This JVM lives the whole run and does most of the in-process tests' work: it keeps the C2
+    # compiler (C1 alone fills its smaller code cache and the sweeper then burns a core).
+    submit_opts = os.environ.pop("SPARK_SUBMIT_OPTS", None)
+    try:
+        session = get_spark(lake_config, "lakecleaner-tests")
+    finally:
+        if submit_opts is not None:
+            os.environ["SPARK_SUBMIT_OPTS"] = submit_opts
     yield session
     session.stop()
 
