@@ -208,8 +208,7 @@ def _group_by_shared_setup(items) -> None:
             item.add_marker(pytest.mark.xdist_group(root(setups[0]).rpartition(".")[0]))
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook (in each worker) reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
     items.sort(key=_heaviness)  # stable: a module's tests keep their order
-    if config.getoption("dist", "no") == "loadgroup":
-        _group_by_shared_setup(items)
+    _group_by_shared_setup(items)  # marks only: without xdist's loadgroup nothing reads them
