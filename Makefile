@@ -71,7 +71,7 @@ no-py312:
 # Airflow's scheduler polling or a wait for a cron minute, which leaves a core idle. Tests that share
 # a set-up (a module's fixtures, ui_lake's servers) run on one worker, built once (tests/conftest.py).
 TEST_WORKERS ?= 2
-PYTEST_PARALLEL = $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
+PYTEST_PARALLEL = $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder)
 test: $(STAMP) lint-py $(TEST_PY312) browser-deps pg-deps
 	$(BIN)/python -m pytest -q --durations=30 $(PYTEST_PARALLEL)
 

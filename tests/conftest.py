@@ -1,5 +1,4 @@
 """Shared fixtures: one local SparkSession for the whole run, on a throwaway warehouse."""
-import inspect
 import itertools
 import sys
 import os
@@ -22,7 +21,6 @@ os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (INCLUDE, os.environ.get("
 # are sparkconf's.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 _names = itertools.count()
-TESTS = Path(__file__).resolve().parent
 
 
 @pytest.fixture(scope="session")
@@ -176,39 +174,27 @@ def _heaviness(item) -> int:
     return HEAVIEST_FIRST.index(module) if module in HEAVIEST_FIRST else len(HEAVIEST_FIRST)
 
 
-def _shared_setups(item) -> list[str]:
-    """The item's fixtures built once for several tests (module scope, or a session fixture of a
-    plugin module such as ui_lake), conftest's excepted: every worker builds those anyway."""
-    found = []
-    for name, defs in item._fixtureinfo.name2fixturedefs.items():
-        fixture = defs[-1]
-        where = Path(inspect.getsourcefile(fixture.func) or "")
-        if fixture.scope != "function" and TESTS in where.parents and where.stem != "conftest":
-            found.append(f"{where.stem}.{name}")
-    return found
+# Modules whose tests share a session fixture of their own (ui_lake's lakes and API server): one
+# work unit, so the set-up is built once.
+SHARED_SETUP = {"tests/airflow/test_browser.py": "ui_lake", "tests/airflow/test_plugin_api.py": "ui_lake"}
 
 
-def _group_by_shared_setup(items) -> None:
-    """Tests that share a set-up form one xdist group (run by one worker, in order): a module's or
-    ui_lake's fixtures are then built once. The others are scheduled one by one."""
-    parent: dict[str, str] = {}
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: unknown where it is not installed
+def pytest_xdist_make_scheduler(config, log):
+    """Each test module is one work unit for one worker, run in order, so a module's fixtures are
+    built once; the units are queued in collection order (heaviest first, see below).
 
-    def root(x: str) -> str:
-        while parent.setdefault(x, x) != x:
-            x = parent[x]
-        return x
+    Not xdist's ``--dist loadgroup`` with marks: it renames the items (``item._nodeid``), which
+    pytest 9.2 no longer reads, so its groups come apart. ``--dist loadfile`` but for SHARED_SETUP."""
+    from xdist.scheduler import LoadScopeScheduling
 
-    for item in items:
-        setups = _shared_setups(item)
-        for other in setups[1:]:
-            parent[root(other)] = root(setups[0])
-    for item in items:
-        setups = _shared_setups(item)
-        if setups:
-            item.add_marker(pytest.mark.xdist_group(root(setups[0]).rpartition(".")[0]))
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return SHARED_SETUP.get(module, module)
+
+    return ModuleScheduling(config, log)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook (in each worker) reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
     items.sort(key=_heaviness)  # stable: a module's tests keep their order
-    _group_by_shared_setup(items)  # marks only: without xdist's loadgroup nothing reads them
