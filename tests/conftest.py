@@ -174,24 +174,9 @@ def _heaviness(item) -> int:
     return HEAVIEST_FIRST.index(module) if module in HEAVIEST_FIRST else len(HEAVIEST_FIRST)
 
 
-# Modules whose tests share a session fixture of their own (ui_lake's lakes and API server): one
-# work unit, so the set-up is built once.
-SHARED_SETUP = {"tests/airflow/test_browser.py": "ui_lake", "tests/airflow/test_plugin_api.py": "ui_lake"}
-
-
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: unknown where it is not installed
 def pytest_xdist_make_scheduler(config, log):
-    """Each test module is one work unit for one worker, run in order, so a module's fixtures are
-    built once; the units are queued in collection order (heaviest first, see below).
-
-    Not xdist's ``--dist loadgroup`` with marks: it renames the items (``item._nodeid``), which
-    pytest 9.2 no longer reads, so its groups come apart. ``--dist loadfile`` but for SHARED_SETUP."""
-    from xdist.scheduler import LoadScopeScheduling
-
-    class ModuleScheduling(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0]
-            return SHARED_SETUP.get(module, module)
+    from module_scheduling import ModuleScheduling
 
     return ModuleScheduling(config, log)
 
