@@ -26,9 +26,22 @@ pytestmark = [pytest.mark.airflow, pytest.mark.spark,
 CATALOG, CONN_ID, TABLE = "conn_lake", "conn_lake_catalog", "conn.orders"
 
 
+def _descends_from(pid: str, ancestor: int) -> bool:
+    """Whether process ``pid`` is ``ancestor`` or one of its descendants (by /proc's parent links)."""
+    while pid not in ("0", "1"):
+        if int(pid) == ancestor:
+            return True
+        try:
+            pid = (Path("/proc") / pid / "stat").read_text().rpartition(")")[2].split()[1]
+        except OSError:
+            return False
+    return False
+
+
 class ArgvWatch(threading.Thread):
     """Every process's command line, polled from /proc while the run goes on; and each private
-    properties file a spark-submit was given, as it was while it existed."""
+    properties file a spark-submit of this test's run was given (a process started by this one: the
+    suite's other worker submits its own), as it was while it existed."""
 
     def __init__(self):
         super().__init__(daemon=True)
@@ -46,7 +59,7 @@ class ArgvWatch(threading.Thread):
                 except OSError:
                     continue
                 self.seen.add(argv)
-                if "--properties-file" in argv[:-1]:
+                if "--properties-file" in argv[:-1] and _descends_from(proc.name, os.getpid()):
                     path = argv[argv.index("--properties-file") + 1]
                     if path not in self.files:
                         try:
