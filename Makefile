@@ -69,7 +69,7 @@ no-py312:
 # --durations: the slowest tests' times in every run's output (README "Testing" keeps the table).
 # Two pytest-xdist workers (TEST_WORKERS=1 for one process): much of a test's time is a JVM starting,
 # Airflow's scheduler polling or a wait for a cron minute, which leaves a core idle. Tests that share
-# a set-up (a module's fixtures, ui_lake's servers) run on one worker, built once (tests/conftest.py).
+# a set-up (a module's fixtures, ui_lake's servers) run on one worker, built once (tests/module_scheduling.py).
 TEST_WORKERS ?= 2
 PYTEST_PARALLEL = $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder)
 test: $(STAMP) lint-py $(TEST_PY312) browser-deps pg-deps

@@ -10,6 +10,7 @@ from lakecleaner.core.config import CatalogConfig, LakecleanerConfig, SparkConfi
 from lakecleaner_dev.localpg import JDBC_JAR as PG_JAR, jdbc_catalog
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/cases.py, shared by unit and Spark tests
+import module_scheduling  # noqa: E402 - tests/, on the path just above
 # The development tools (include/lakecleaner_dev) are not installed: pytest puts include/ on its own
 # path (pyproject's pythonpath); processes the tests start (python -m lakecleaner_dev.localpg) get it too.
 INCLUDE = str(Path(__file__).resolve().parents[1] / "include")
@@ -157,29 +158,10 @@ def spark_cluster(tmp_path_factory):
                 proc.kill()
 
 
-# The heaviest test modules first (the 00de875 CI run's times, slowest first): under pytest-xdist
-# (`make test` runs two workers) a long module started last would run alone at the end.
-HEAVIEST_FIRST = (
-    "airflow/test_airflow_on_postgres", "spark/test_engine_vs_model", "airflow/test_dag_end_to_end",
-    "spark/test_forget", "spark/test_failures", "spark/test_chaos", "spark/test_cases_on_spark",
-    "airflow/test_no_shared_disk", "test_installed_wheel", "spark/test_postgres_catalog",
-    "airflow/test_openlineage_dag", "spark/test_quality", "spark/test_batch", "airflow/test_browser",
-    "airflow/test_observability_dag", "spark/test_physical_deletion", "airflow/test_catalog_connection_dag",
-    "spark/test_standalone_cluster",
-)
-
-
-def _heaviness(item) -> int:
-    module = Path(item.nodeid.split("::")[0]).relative_to("tests").with_suffix("").as_posix()
-    return HEAVIEST_FIRST.index(module) if module in HEAVIEST_FIRST else len(HEAVIEST_FIRST)
-
-
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: unknown where it is not installed
 def pytest_xdist_make_scheduler(config, log):
-    from module_scheduling import ModuleScheduling
-
-    return ModuleScheduling(config, log)
+    return module_scheduling.make_scheduler(config, log)
 
 
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=_heaviness)  # stable: a module's tests keep their order
+    items.sort(key=lambda item: module_scheduling.heaviness(item.nodeid))  # stable: modules keep their order

@@ -13,13 +13,10 @@ pytest_plugins = ["pytester"]
 CONFTEST = """
 import sys
 sys.path.insert(0, {tests!r})
-from module_scheduling import ModuleScheduling
-
-class Scheduling(ModuleScheduling):
-    shared = {{"test_ui_a.py": "ui", "test_ui_b.py": "ui"}}
+from module_scheduling import make_scheduler
 
 def pytest_xdist_make_scheduler(config, log):
-    return Scheduling(config, log)
+    return make_scheduler(config, log, shared={{"test_ui_a.py": "ui", "test_ui_b.py": "ui"}})
 """
 RECORD = """
 import json, os
