@@ -1,0 +1,111 @@
+"""Where the test suite's CPU goes (issue 38): a pytest plugin, run on purpose, never in CI.
+
+    PYTHONPATH=benchmarks:include .venv/bin/python -m pytest -q -p suite_cpu -p no:cacheprovider
+    .venv/bin/python benchmarks/suite_cpu.py            # the summary, by module
+
+Run it in one process (no ``-n``): the figures are the machine's busy time (/proc/stat) around each
+test's set-up, call and teardown, so they belong to the test only when nothing else runs. A thread
+samples /proc every half second for the JVM and Python processes and charges each to the test that
+was running when it first appeared (a session JVM to the first test that needed it)."""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import sys
+import threading
+import time
+
+import pytest
+
+CLK = os.sysconf("SC_CLK_TCK")
+OUT = os.environ.get("SUITE_CPU_OUT", "/tmp/suite-cpu.jsonl")
+SAMPLED = ("java", "python", "python3", "postgres", "airflow")
+_current = {"test": "session"}
+_processes: dict[str, dict] = {}
+
+
+def _busy_s() -> float:
+    ticks = list(map(int, open("/proc/stat").readline().split()[1:]))
+    return (sum(ticks) - ticks[3] - ticks[4]) / CLK  # all but idle and iowait
+
+
+def _sample_forever() -> None:
+    while True:
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                stat = open(f"/proc/{pid}/stat").read()
+                comm = stat[stat.index("(") + 1:stat.rindex(")")]
+                if comm not in SAMPLED:
+                    continue
+                fields = stat[stat.rindex(")") + 2:].split()
+                cpu = (int(fields[11]) + int(fields[12])) / CLK  # utime + stime
+                if pid not in _processes:
+                    cmd = open(f"/proc/{pid}/cmdline").read().replace("\0", " ")[:300]
+                    _processes[pid] = {"comm": comm, "cmd": cmd, "test": _current["test"]}
+                _processes[pid]["cpu"] = cpu
+            except (OSError, ValueError):  # gone meanwhile
+                continue
+        time.sleep(0.5)
+
+
+def pytest_configure(config):
+    threading.Thread(target=_sample_forever, daemon=True).start()
+
+
+def _record(nodeid: str, phase: str, busy: float, started: float) -> None:
+    with open(OUT, "a") as out:
+        out.write(json.dumps({"test": nodeid, "phase": phase, "cpu_s": round(_busy_s() - busy, 2),
+                              "wall_s": round(time.time() - started, 2)}) + "\n")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    _current["test"] = item.nodeid
+    busy, started = _busy_s(), time.time()
+    yield
+    _record(item.nodeid, "setup", busy, started)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    busy, started = _busy_s(), time.time()
+    yield
+    _record(item.nodeid, "call", busy, started)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+    busy, started = _busy_s(), time.time()
+    yield
+    _record(item.nodeid, "teardown", busy, started)
+
+
+def pytest_sessionfinish(session):
+    with open(OUT.replace(".jsonl", "-processes.json"), "w") as out:
+        json.dump(_processes, out)
+
+
+def summary(path: str = OUT) -> str:
+    """CPU and wall seconds by module, largest first; then the processes' CPU by kind."""
+    by_module = collections.defaultdict(lambda: [0.0, 0.0])
+    for line in open(path):
+        row = json.loads(line)
+        module = by_module[row["test"].split("::")[0]]
+        module[0] += row["cpu_s"]
+        module[1] += row["wall_s"]
+    lines = [f"{cpu:8.0f} {wall:8.0f}  {name}" for name, (cpu, wall)
+             in sorted(by_module.items(), key=lambda kv: -kv[1][0])]
+    kinds = collections.defaultdict(lambda: [0, 0.0])
+    processes = path.replace(".jsonl", "-processes.json")
+    if os.path.exists(processes):
+        for proc in json.load(open(processes)).values():
+            kind = kinds["pyspark.daemon" if "pyspark.daemon" in proc["cmd"] else proc["comm"]]
+            kind[0] += 1
+            kind[1] += proc.get("cpu", 0.0)
+    return "\n".join(["  cpu s   wall s  module", *lines, "", "processes: kind, count, cpu s",
+                      *(f"{k} {n} {cpu:.0f}" for k, (n, cpu) in sorted(kinds.items(), key=lambda kv: -kv[1][1]))])
+
+
+if __name__ == "__main__":
+    print(summary(sys.argv[1] if len(sys.argv) > 1 else OUT))
