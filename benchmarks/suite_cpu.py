@@ -15,6 +15,7 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -26,7 +27,7 @@ _processes: dict[str, dict] = {}
 
 
 def _busy_s() -> float:
-    ticks = list(map(int, open("/proc/stat").readline().split()[1:]))
+    ticks = list(map(int, Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]))
     return (sum(ticks) - ticks[3] - ticks[4]) / CLK  # all but idle and iowait
 
 
@@ -34,14 +35,14 @@ def _sample_forever() -> None:
     while True:
         for pid in filter(str.isdigit, os.listdir("/proc")):
             try:
-                stat = open(f"/proc/{pid}/stat").read()
+                stat = Path(f"/proc/{pid}/stat").read_text()
                 comm = stat[stat.index("(") + 1:stat.rindex(")")]
                 if comm not in SAMPLED:
                     continue
                 fields = stat[stat.rindex(")") + 2:].split()
                 cpu = (int(fields[11]) + int(fields[12])) / CLK  # utime + stime
                 if pid not in _processes:
-                    cmd = open(f"/proc/{pid}/cmdline").read().replace("\0", " ")[:300]
+                    cmd = Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")[:300]
                     _processes[pid] = {"comm": comm, "cmd": cmd, "test": _current["test"]}
                 _processes[pid]["cpu"] = cpu
             except (OSError, ValueError):  # gone meanwhile
@@ -89,7 +90,7 @@ def pytest_sessionfinish(session):
 def summary(path: str = OUT) -> str:
     """CPU and wall seconds by module, largest first; then the processes' CPU by kind."""
     by_module = collections.defaultdict(lambda: [0.0, 0.0])
-    for line in open(path):
+    for line in Path(path).read_text().splitlines():
         row = json.loads(line)
         module = by_module[row["test"].split("::")[0]]
         module[0] += row["cpu_s"]
@@ -99,7 +100,7 @@ def summary(path: str = OUT) -> str:
     kinds = collections.defaultdict(lambda: [0, 0.0])
     processes = path.replace(".jsonl", "-processes.json")
     if os.path.exists(processes):
-        for proc in json.load(open(processes)).values():
+        for proc in json.loads(Path(processes).read_text()).values():
             kind = kinds["pyspark.daemon" if "pyspark.daemon" in proc["cmd"] else proc["comm"]]
             kind[0] += 1
             kind[1] += proc.get("cpu", 0.0)
