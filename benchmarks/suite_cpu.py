@@ -3,9 +3,9 @@
     PYTHONPATH=benchmarks:include .venv/bin/python -m pytest -q -p suite_cpu -p no:cacheprovider
     .venv/bin/python benchmarks/suite_cpu.py            # the summary, by module
 
-Run it in one process (no ``-n``): the figures are the machine's busy time (/proc/stat) around each
-test's set-up, call and teardown, so they belong to the test only when nothing else runs. A thread
-samples /proc every half second for the JVM and Python processes and charges each to the test that
+Run it in one process (no ``-n``): the figures are the machine's busy time (psutil's cpu_times)
+around each test's set-up, call and teardown, so they belong to the test only when nothing else runs.
+A thread samples the JVM and Python processes every half second and charges each to the test that
 was running when it first appeared (a session JVM to the first test that needed it)."""
 from __future__ import annotations
 
@@ -17,36 +17,30 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
-CLK = os.sysconf("SC_CLK_TCK")
 OUT = os.environ.get("SUITE_CPU_OUT", "/tmp/suite-cpu.jsonl")
 SAMPLED = ("java", "python", "python3", "postgres", "airflow")
 _current = {"test": "session"}
-_processes: dict[str, dict] = {}
+_processes: dict[int, dict] = {}
 
 
 def _busy_s() -> float:
-    ticks = list(map(int, Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]))
-    return (sum(ticks) - ticks[3] - ticks[4]) / CLK  # all but idle and iowait
+    """The machine's busy CPU seconds so far (guest time is inside user already)."""
+    t = psutil.cpu_times()
+    return t.user + t.nice + t.system + t.irq + t.softirq + t.steal
 
 
 def _sample_forever() -> None:
     while True:
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                stat = Path(f"/proc/{pid}/stat").read_text()
-                comm = stat[stat.index("(") + 1:stat.rindex(")")]
-                if comm not in SAMPLED:
-                    continue
-                fields = stat[stat.rindex(")") + 2:].split()
-                cpu = (int(fields[11]) + int(fields[12])) / CLK  # utime + stime
-                if pid not in _processes:
-                    cmd = Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")[:300]
-                    _processes[pid] = {"comm": comm, "cmd": cmd, "test": _current["test"]}
-                _processes[pid]["cpu"] = cpu
-            except (OSError, ValueError):  # gone meanwhile
+        for proc in psutil.process_iter(["name", "cmdline", "cpu_times"]):
+            info = proc.info
+            if info["name"] not in SAMPLED or info["cpu_times"] is None:  # None: gone or not ours to read
                 continue
+            seen = _processes.setdefault(proc.pid, {"comm": info["name"], "test": _current["test"],
+                                                    "cmd": " ".join(info["cmdline"] or ())[:300]})
+            seen["cpu"] = info["cpu_times"].user + info["cpu_times"].system
         time.sleep(0.5)
 
 
