@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from lakecleaner.core.config import CHECKPOINT_PROPERTY, LakecleanerConfig, SparkConfig
@@ -26,16 +27,12 @@ pytestmark = [pytest.mark.airflow, pytest.mark.spark,
 CATALOG, CONN_ID, TABLE = "conn_lake", "conn_lake_catalog", "conn.orders"
 
 
-def _descends_from(pid: str, ancestor: int) -> bool:
-    """Whether process ``pid`` is ``ancestor`` or one of its descendants (by /proc's parent links)."""
-    while pid not in ("0", "1"):
-        if int(pid) == ancestor:
-            return True
-        try:
-            pid = (Path("/proc") / pid / "stat").read_text().rpartition(")")[2].split()[1]
-        except OSError:
-            return False
-    return False
+def _descends_from(pid: int, ancestor: int) -> bool:
+    """Whether process ``pid`` is ``ancestor`` or one of its descendants."""
+    try:
+        return pid == ancestor or ancestor in {p.pid for p in psutil.Process(pid).parents()}
+    except psutil.Error:  # gone meanwhile
+        return False
 
 
 class ArgvWatch(threading.Thread):
@@ -59,7 +56,7 @@ class ArgvWatch(threading.Thread):
                 except OSError:
                     continue
                 self.seen.add(argv)
-                if "--properties-file" in argv[:-1] and _descends_from(proc.name, os.getpid()):
+                if "--properties-file" in argv[:-1] and _descends_from(int(proc.name), os.getpid()):
                     path = argv[argv.index("--properties-file") + 1]
                     if path not in self.files:
                         try:
