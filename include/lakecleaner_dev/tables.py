@@ -7,6 +7,7 @@ from typing import Any, Iterable, Mapping
 from lakecleaner.core.config import LakecleanerConfig, TableConfig
 from lakecleaner.core.table import LAYOUT_PROPERTIES, TableRef
 from lakecleaner.spark.catalog import load_table_config
+from lakecleaner.spark.frames import local_frame
 from lakecleaner.core.model import Record
 from lakecleaner.core.strategies import Strategy, ident, sql_string
 
@@ -41,7 +42,7 @@ def append(spark, ref: TableRef, rows: Iterable[Mapping[str, Any]], schema: str 
     struct = _parse_datatype_string(schema)
     data = [tuple(r.get(f.name) for f in struct.fields) for r in rows]
     if data:
-        spark.createDataFrame(data, struct).writeTo(ref.sql()).append()
+        local_frame(spark, data, struct).writeTo(ref.sql()).append()
 
 
 def record_from_row(row: Mapping[str, Any], tc: TableConfig, appended_at_ms: int) -> Record:

@@ -14,6 +14,8 @@ from lakecleaner.core.config import RUNTIME_AUTO, RUNTIME_PROVIDED, LakecleanerC
 RUNTIME_PACKAGE = "snowpark_connect_deps_iceberg"
 RUNTIME_GLOB = "iceberg-spark-runtime-3.5_2.12-*.jar"
 EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+# Python rows reach the JVM through Arrow (spark.frames.local_frame), not through Python workers.
+ARROW_ENABLED = "spark.sql.execution.arrow.pyspark.enabled"
 
 
 # The driver's log4j configuration: a file of the installed package (the JVM reads it by path).
@@ -64,6 +66,7 @@ def spark_conf(cfg: LakecleanerConfig) -> dict[str, str]:
     conf = {
         "spark.sql.extensions": EXTENSIONS,
         "spark.sql.session.timeZone": "UTC",
+        ARROW_ENABLED: "true",
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": "8",
         "spark.ui.showConsoleProgress": "false",

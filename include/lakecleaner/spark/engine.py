@@ -39,7 +39,7 @@ from lakecleaner.spark.catalog import (current_snapshot, fail_point, format_vers
 from lakecleaner.core.config import CHECKPOINT_PROPERTY, ConfigError, LakecleanerConfig, TableConfig
 from lakecleaner.core.records import CleanerStats, RunStatus
 from lakecleaner.spark.files import (bytes_scanned, clean_version_ceiling, data_files, dirty_records_bound, dirty_version_floors)
-from lakecleaner.spark.frames import Frames, at_positions, clean_pred, dirty_scan, partition_pred, small_df
+from lakecleaner.spark.frames import Frames, at_positions, clean_pred, dirty_scan, local_frame, partition_pred, small_df
 from lakecleaner.spark.history import record_history
 from lakecleaner.core.rules import (NO_PARTITION, Checkpoint, CheckpointError, Partition, allot_budget, bad_records_at_log_end, first_clean_time, partition_value, run_ends)
 from lakecleaner.core.datafiles import file_log_ends
@@ -192,7 +192,7 @@ def _dirty_records(spark, start: RunStart) -> tuple[DataFrame, Column, bool]:
     records = dirty_scan(spark, start.ref, start.snapshot, fr, start.ckpt_offsets, start.files)
     any_young = any(f.appended_at_ms > cutoff for f in start.files)
     if any_young:
-        file_times = spark.createDataFrame([(f.path, f.appended_at_ms) for f in start.files],
+        file_times = local_frame(spark, [(f.path, f.appended_at_ms) for f in start.files],
                                            "_file string, appended_at bigint")
         dirty = (fr.narrow(records.select("*", "_file"), extra=[F.col("_file")])
                  .join(F.broadcast(file_times), "_file", "left").drop("_file"))

@@ -21,8 +21,6 @@ import time
 import uuid
 from typing import Iterable
 
-from pyspark.sql.types import _parse_datatype_string
-
 from lakecleaner.core.table import CompactionError, ConcurrentCommitError, first_line
 from lakecleaner.spark.catalog import create_own_table
 from lakecleaner.core.config import ConfigError, LakecleanerConfig
@@ -31,6 +29,7 @@ from lakecleaner.core.erasure_requests import (CLAIM_LEASE_MS, DONE, IN_PROGRESS
                                                REQUESTS_SCHEMA, key_rows, requests_ref, requests_table)
 from lakecleaner.core.strategies import sql_string
 from lakecleaner.spark import guards
+from lakecleaner.spark.frames import local_frame
 from lakecleaner.spark.iceberg_ops import purge_deleted
 
 log = logging.getLogger(__name__)
@@ -44,7 +43,7 @@ def enqueue(spark, cfg: LakecleanerConfig, request: ForgetRequest, now_ms: int) 
     ensure_requests_table(spark, cfg)
     rows = [(request.request_id, request.table, {str(k): as_text(v) for k, v in key.items()}, utc(now_ms),
              request.requested_by, request.reason, PENDING, None, None, None) for key in request.keys]
-    spark.createDataFrame(rows, _parse_datatype_string(REQUESTS_SCHEMA)).writeTo(requests_table(cfg)).append()
+    local_frame(spark, rows, REQUESTS_SCHEMA).writeTo(requests_table(cfg)).append()
 
 
 def _open_sql(now_ms: int) -> str:

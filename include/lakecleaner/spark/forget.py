@@ -41,7 +41,7 @@ from lakecleaner.spark.catalog import iceberg_table, load_table_config
 from lakecleaner.core.config import (DEFAULT_INTERVAL_MS, LakecleanerConfig, TableConfig, physical_deletion_bound, physical_deletion_deadline)
 from lakecleaner.spark.engine import check_quarantine, quarantine_table
 from lakecleaner.core.keyhash import UNKEYED, KeyHasher, hash_sql, key_hasher, pads_join
-from lakecleaner.spark.frames import SameValues, merge_delete, register_pads
+from lakecleaner.spark.frames import SameValues, local_frame, merge_delete, register_pads
 from lakecleaner.spark.iceberg_ops import purge_deleted
 from lakecleaner.spark.maintenance import maintain_table
 from lakecleaner.core.strategies import Strategy, ident, key_message_sql, sql_string
@@ -166,7 +166,7 @@ def typed_keys(spark, ref: TableRef, tc: TableConfig, specs: Iterable[Any]):
     if not raw:
         raise ForgetError(table, "no key given", rejected=True)
     types = {f.name: f.dataType for f in spark.table(ref.sql()).schema.fields}
-    strings = spark.createDataFrame([tuple(r[c] for c in tc.key_columns) for r in raw],
+    strings = local_frame(spark, [tuple(r[c] for c in tc.key_columns) for r in raw],
                                     StructType([StructField(c, StringType()) for c in tc.key_columns]))
     cast = strings.select(*[F.expr(f"try_cast({ident(c)} AS {types[c].simpleString()})").alias(c)
                             for c in tc.key_columns])
@@ -178,7 +178,7 @@ def typed_keys(spark, ref: TableRef, tc: TableConfig, specs: Iterable[Any]):
                                      f"to {', '.join(types[c].simpleString() for c in bad)}; nothing deleted",
                               rejected=True)
     schema = StructType([StructField(c, types[c]) for c in tc.key_columns])
-    return spark.createDataFrame([tuple(r) for r in rows], schema).distinct()
+    return local_frame(spark, rows, schema).distinct()
 
 
 def as_text(value: Any) -> str:
@@ -564,7 +564,7 @@ def _audit_deleted(spark, cfg: LakecleanerConfig, request: ForgetRequest, result
              DELETED, result.hash_scheme, request.requested_by, request.reason, by.dag_run_id, by.triggered_by, None,
              deleted.request_sequence)
             for h in hashes]
-    spark.createDataFrame(rows, _parse_datatype_string(AUDIT_SCHEMA)).writeTo(audit_table(cfg)).append()
+    local_frame(spark, rows, AUDIT_SCHEMA).writeTo(audit_table(cfg)).append()
 
 
 def _audited(spark, cfg: LakecleanerConfig, request: ForgetRequest, hashes: list[str]) -> dict[str, dict]:

@@ -11,6 +11,7 @@ from lakecleaner.core.config import LakecleanerConfig
 from lakecleaner.core.records import HISTORY_SCHEMA, CleanerStats
 from lakecleaner.core.table import first_line
 from lakecleaner.spark.catalog import create_own_table
+from lakecleaner.spark.frames import local_frame
 
 log = logging.getLogger("lakecleaner")
 
@@ -41,6 +42,6 @@ def record_history(spark, cfg: LakecleanerConfig, stats: CleanerStats) -> None:
     row = {**stats.history_row(), "started_at": dt.datetime.now(dt.timezone.utc)}
     try:
         ensure_history_table(spark, cfg)
-        spark.createDataFrame([tuple(row[f.name] for f in schema.fields)], schema).writeTo(cfg.history_table).append()
+        local_frame(spark, [tuple(row[f.name] for f in schema.fields)], schema).writeTo(cfg.history_table).append()
     except Exception as exc:  # noqa: BLE001 - history is secondary; never hide the run's own outcome
         print(f"lakecleaner: could not record run history for {stats.table}: {first_line(exc)}", flush=True)

@@ -10,7 +10,7 @@ from lakecleaner.core.config import LakecleanerConfig
 from lakecleaner.core.housekeeping import DAY_MS, HISTORY_MAINTENANCE, retention_cutoff_ms
 from lakecleaner.core.state import write_document
 from lakecleaner.core.table import TableRef
-from lakecleaner.spark.frames import merge_delete
+from lakecleaner.spark.frames import local_frame, merge_delete
 from lakecleaner.spark.iceberg_ops import Expiry, Rewrite, older_than, rewrite_and_expire
 
 
@@ -54,7 +54,7 @@ def maintain_quality_results(spark, cfg: LakecleanerConfig, now_ms: int) -> dict
               .select(*KEY_FIELDS, "docs_page", "run_history_docs_page").collect())
     pages_deleted = 0
     if doomed:
-        keys = spark.createDataFrame([tuple(r[f] for f in KEY_FIELDS) for r in doomed],
+        keys = local_frame(spark, [tuple(r[f] for f in KEY_FIELDS) for r in doomed],
                                      results.select(*KEY_FIELDS).schema)
         merge_delete(spark, ref, keys, "t.table_name = d.table_name AND t.run_name <=> d.run_name AND "
                      "t.now_ms = d.now_ms AND t.recorded_at = d.recorded_at", alias="d", name="lc_doomed_results")

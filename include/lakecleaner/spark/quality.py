@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from lakecleaner.core.config import CHECKPOINT_PROPERTY, DEFAULT_INTERVAL_MS, LakecleanerConfig, TableConfig
 from lakecleaner.core.table import TableRef
 from lakecleaner.spark.catalog import load_table_config
-from lakecleaner.spark.frames import Frames
+from lakecleaner.spark.frames import Frames, local_frame
 from lakecleaner.spark.history import ensure_history_table, ensure_own_table
 from lakecleaner.core.rules import Checkpoint, tombstone_expired_sql
 from lakecleaner.core.quality_results import RESULTS_SCHEMA, docs_location, publish_docs, results_table
@@ -355,7 +355,7 @@ def record_results(spark, cfg: LakecleanerConfig, results: list[tuple[dict, str 
                "run_history_docs_page": run_history_page, "recorded_at": recorded_at}
         rows.append(tuple(row[f.name] for f in schema.fields))
     ensure_results_table(spark, cfg)
-    spark.createDataFrame(rows, schema).writeTo(results_table(cfg)).append()
+    local_frame(spark, rows, schema).writeTo(results_table(cfg)).append()
 
 
 def _local_path(url: str) -> str:
