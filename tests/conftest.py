@@ -21,6 +21,9 @@ os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (INCLUDE, os.environ.get("
 # session's own JVM is started without it (the spark fixture). Tests only: the cleaner's JVM options
 # are sparkconf's.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
+# ... and they map Spark's and Iceberg's classes from a class-data-sharing archive made once per
+# machine (lakecleaner_dev.jvm_archive; LAKECLEANER_TEST_JVM_ARCHIVE=0 turns it off).
+JVM_ARCHIVE_ENV = "LAKECLEANER_TEST_JVM_ARCHIVE"
 _names = itertools.count()
 
 
@@ -159,6 +162,25 @@ def spark_cluster(tmp_path_factory):
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: unknown where it is not installed
+def pytest_configure(config):
+    """The JVM archive, made before any worker starts (the workers inherit SPARK_SUBMIT_OPTS), and
+    only for a run that starts JVMs: not for the unit tests alone (make quick)."""
+    if hasattr(config, "workerinput") or os.environ.get(JVM_ARCHIVE_ENV) == "0" or _unit_tests_only(config):
+        return
+    from lakecleaner_dev.jvm_archive import archive_options
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lakecleaner-tests"
+    os.environ["SPARK_SUBMIT_OPTS"], problem = archive_options(cache, os.environ["SPARK_SUBMIT_OPTS"])
+    if problem:
+        config.issue_config_time_warning(pytest.PytestConfigWarning(problem), stacklevel=2)
+
+
+def _unit_tests_only(config) -> bool:
+    unit = Path(__file__).parent / "unit"
+    args = [Path(a.split("::")[0]).resolve() for a in config.args]
+    return bool(args) and all(a == unit or unit in a.parents for a in args)
+
+
 def pytest_xdist_make_scheduler(config, log):
     return module_scheduling.make_scheduler(config, log)
 

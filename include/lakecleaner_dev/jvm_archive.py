@@ -1,0 +1,93 @@
+"""A class-data-sharing archive of the classes a lakecleaner spark-submit loads (Spark SQL, Iceberg,
+the MERGE path), for the tests' many short-lived driver JVMs: each maps those classes from the archive
+instead of reading and verifying them again (a small `lakecleaner compact`: 9-10 CPU s of JVM without,
+6.4-7.2 with). Made once per machine, JDK and Spark by one warm-up application run with
+-XX:ArchiveClassesAtExit (this file, under spark-submit). A JVM that cannot use the archive (another
+classpath, another JDK) runs without it, and the mismatch is not logged, so a test reading a job's
+output never sees it."""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from lakecleaner.core.config import CatalogConfig, LakecleanerConfig, SparkConfig
+
+TABLE = "warmup.events"
+# What a JVM that uses the archive adds to its options; -Xshare:auto (the default) runs without it
+# where it does not match.
+QUIET = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
+
+
+def _config(workdir: str) -> LakecleanerConfig:
+    return LakecleanerConfig(catalog=CatalogConfig(name="lake", type="hadoop", warehouse=f"{workdir}/warehouse"),
+                             spark=SparkConfig(master="local[1]", driver_memory="512m"))
+
+
+def archive_key() -> str:
+    """The JDK (its java binary, as installed) and the Spark whose classes the archive holds."""
+    import pyspark
+
+    java = Path(os.environ.get("JAVA_HOME", ""), "bin", "java") if os.environ.get("JAVA_HOME") else None
+    java = java if java and java.exists() else Path(shutil.which("java") or "java")
+    real = java.resolve()
+    stamp = f"{real}:{real.stat().st_mtime_ns if real.exists() else 0}:{pyspark.__version__}:{Path(pyspark.__file__).parent}"
+    return hashlib.sha256(stamp.encode()).hexdigest()[:16]
+
+
+def archive_options(cache_dir: Path, base_options: str, timeout_s: float = 300) -> tuple[str, str | None]:
+    """SPARK_SUBMIT_OPTS with the archive (made now if this machine has none yet); or the options as
+    they were and why there is no archive."""
+    archive = cache_dir / f"spark-classes-{archive_key()}.jsa"
+    problem = None if archive.exists() else _make(archive, base_options, timeout_s)
+    if problem:
+        return base_options, f"no class-data-sharing archive, spark-submits start without one: {problem}"
+    return f"{base_options} -XX:SharedArchiveFile={archive} {QUIET}".strip(), None
+
+
+def _make(archive: Path, base_options: str, timeout_s: float) -> str | None:
+    from lakecleaner.core.submit import submit_options
+
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="lakecleaner-jvm-archive-") as workdir:
+        made = Path(workdir) / "classes.jsa"
+        cfg = _config(workdir)
+        cmd = submit_options(cfg, None).command(cfg.spark.master, "lakecleaner-jvm-archive", __file__, [workdir])
+        env = {"PYSPARK_PYTHON": sys.executable, **os.environ,
+               "SPARK_SUBMIT_OPTS": f"{base_options} -XX:ArchiveClassesAtExit={made}"}
+        try:
+            done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"the warm-up application did not run: {exc}"
+        if done.returncode != 0 or not made.exists():
+            return f"the warm-up application exited {done.returncode}: {(done.stderr or done.stdout)[-500:]}"
+        # Whole or not at all, for another run looking at the same cache at the same time.
+        partial = archive.with_name(f".{archive.name}.{os.getpid()}")
+        shutil.copyfile(made, partial)
+        os.replace(partial, archive)
+    return None
+
+
+def _warm_up(workdir: str) -> None:
+    """What a test's spark-submit does, in small: an Iceberg table on the Hadoop catalog, two appends,
+    a compaction (the MERGE, the checkpoint, maintenance, run history)."""
+    from lakecleaner.spark.engine import compact_table
+    from lakecleaner.spark.session import get_spark
+    from lakecleaner_dev.tables import append, create_compacted_table
+
+    cfg = _config(workdir)
+    spark = get_spark(cfg, "lakecleaner-jvm-archive", set_master=False)
+    ref = create_compacted_table(spark, cfg, TABLE, {"min.compaction.lag.ms": "0"})
+    for start in (0, 8):
+        append(spark, ref, [{"key": f"k{i % 3}", "offset": i, "partition": i % 2, "value": None if i == 9 else f"v{i}"}
+                            for i in range(start, start + 8)])
+    compact_table(spark, cfg, TABLE)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    _warm_up(sys.argv[1])

@@ -1,0 +1,38 @@
+"""The tests' spark-submits map Spark's classes from the class-data-sharing archive conftest made
+(lakecleaner_dev.jvm_archive); one that cannot use it still runs, and says nothing about it."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+import pytest
+
+from lakecleaner.core.submit import spark_submit_binary
+from lakecleaner_dev.jvm_archive import QUIET
+
+pytestmark = pytest.mark.spark
+
+
+def _submit_version(opts: str) -> subprocess.CompletedProcess:
+    return subprocess.run([spark_submit_binary(), "--version"], env={**os.environ, "SPARK_SUBMIT_OPTS": opts},
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_a_spark_submit_loads_sparks_classes_from_the_archive():
+    if os.environ.get("LAKECLEANER_TEST_JVM_ARCHIVE") == "0":
+        pytest.skip("LAKECLEANER_TEST_JVM_ARCHIVE=0: the run was asked to go without the archive")
+    opts = os.environ["SPARK_SUBMIT_OPTS"]
+    archive = re.search(r"-XX:SharedArchiveFile=(\S+)", opts)
+    assert archive, f"no archive in SPARK_SUBMIT_OPTS ({opts!r}): see the run's warnings for why"
+    # -Xshare:on: the JVM refuses to start unless it maps the archive, whose classpath must match the driver's
+    done = _submit_version(f"{opts} -Xshare:on -Xlog:class+load=info:stdout")
+    assert done.returncode == 0, done.stderr[-2000:]
+    shared = re.search(r"org\.apache\.spark\.deploy\.SparkSubmit source: shared objects file \(top\)", done.stdout)
+    assert shared, done.stdout[-2000:]
+
+
+def test_a_jvm_that_cannot_use_the_archive_runs_without_it_silently(tmp_path):
+    done = _submit_version(f"-XX:SharedArchiveFile={tmp_path / 'missing.jsa'} {QUIET}")
+    assert done.returncode == 0 and "version 3.5" in done.stderr
+    assert "cds" not in (done.stdout + done.stderr).lower()
