@@ -93,6 +93,7 @@ bench: $(STAMP)
 	$(DEV) $(BIN)/python benchmarks/bench_cdc.py --series column --late-shape adversarial
 	$(DEV) $(BIN)/python benchmarks/bench_erasure.py
 	$(DEV) $(BIN)/python benchmarks/bench_format.py
+	$(DEV) $(BIN)/python benchmarks/bench_overheads.py
 
 # Airflow 3 on this machine: api-server, scheduler, dag-processor and triggerer (LocalExecutor, SQLite,
 # SimpleAuthManager) with the lakecleaner DAG, Spark in local mode on the embedded warehouse.

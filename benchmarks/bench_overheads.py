@@ -1,0 +1,126 @@
+"""Two fixed costs every run and every test pays, measured on purpose (issue 38):
+
+- **rows to the JVM**: a few Python rows (a run-history row, a run's file times, a test's append) as a
+  DataFrame, by PySpark's own ``createDataFrame`` from a list (its rows are re-pickled in Python
+  workers) against ``spark.frames.local_frame`` (Arrow, read by the JVM as a local relation). CPU of
+  the whole process tree (driver, JVM, pyspark.daemon) per call, medians of rounds of calls on one
+  warm session, the two ways taking turns;
+- **a spark-submit's JVM** with and without the tests' class-data-sharing archive
+  (``lakecleaner_dev.jvm_archive``): the warm-up application (an Iceberg table, two appends, a
+  compaction) submitted alternately each way; machine busy time and wall time per submit.
+
+Usage: python benchmarks/bench_overheads.py [--calls 20] [--rounds 5] [--submits 3]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+from lakecleaner.core.config import CatalogConfig, LakecleanerConfig, SparkConfig
+from lakecleaner.core.submit import submit_options
+from lakecleaner_dev import jvm_archive
+from lakecleaner_dev.tables import KAFKA_SCHEMA
+
+RESULTS = Path(__file__).parent / "results" / "overheads.json"
+BASE_OPTIONS = "-XX:TieredStopAtLevel=1"  # as the tests' spark-submits (tests/conftest.py)
+
+
+def tree_cpu() -> float:
+    me = psutil.Process()
+    total = 0.0
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            t = proc.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+        except psutil.Error:
+            continue
+    return total
+
+
+def machine_busy() -> float:
+    t = psutil.cpu_times()
+    return t.user + t.nice + t.system + t.irq + t.softirq
+
+
+def rows_to_jvm(calls: int, rounds: int) -> dict[str, float]:
+    from pyspark.sql.types import _parse_datatype_string
+
+    from lakecleaner.spark.frames import local_frame
+    from lakecleaner.spark.session import get_spark
+
+    with tempfile.TemporaryDirectory() as workdir:
+        cfg = LakecleanerConfig(catalog=CatalogConfig(name="lake", type="hadoop", warehouse=f"{workdir}/wh"),
+                                spark=SparkConfig(master="local[2]", driver_memory="1g"))
+        spark = get_spark(cfg, "bench-overheads")
+        schema = _parse_datatype_string(KAFKA_SCHEMA)
+        rows = [(f"k{i}", i, i % 2, 1000 + i, [{"key": "v", "value": b"\x01"}], i == 5, None if i == 5 else f"v{i}")
+                for i in range(6)]
+        ways = {"createDataFrame": lambda: spark.createDataFrame(rows, schema).count(),
+                "local_frame": lambda: local_frame(spark, rows, schema).count()}
+        for way in ways.values():  # warm both paths (the Python workers, Arrow's imports)
+            for _ in range(3):
+                way()
+        per_call: dict[str, list[float]] = {name: [] for name in ways}
+        for _ in range(rounds):
+            for name, way in ways.items():
+                before = tree_cpu()
+                for _ in range(calls):
+                    way()
+                per_call[name].append((tree_cpu() - before) / calls)
+        spark.stop()
+    return {name: statistics.median(v) for name, v in per_call.items()}
+
+
+def submit_jvm(submits: int) -> dict[str, dict[str, float]]:
+    cache = Path(tempfile.mkdtemp(prefix="bench-jvm-archive-"))
+    opts, problem = jvm_archive.archive_options(cache, BASE_OPTIONS)
+    if problem:
+        raise SystemExit(problem)
+    figures: dict[str, dict[str, list[float]]] = {w: {"cpu_s": [], "wall_s": []} for w in ("without", "with")}
+    for _ in range(submits):
+        for way, options in (("without", BASE_OPTIONS), ("with", opts)):
+            with tempfile.TemporaryDirectory() as workdir:
+                cfg = jvm_archive._config(workdir)
+                cmd = submit_options(cfg, None).command(cfg.spark.master, "bench", jvm_archive.__file__, [workdir])
+                busy, start = machine_busy(), time.monotonic()
+                subprocess.run(cmd, env={"PYSPARK_PYTHON": sys.executable, **os.environ, "SPARK_SUBMIT_OPTS": options},
+                               capture_output=True, check=True)
+                figures[way]["cpu_s"].append(machine_busy() - busy)
+                figures[way]["wall_s"].append(time.monotonic() - start)
+    for archive in cache.iterdir():
+        archive.unlink()
+    cache.rmdir()
+    return {way: {k: statistics.median(v) for k, v in f.items()} for way, f in figures.items()}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--calls", type=int, default=20)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--submits", type=int, default=3)
+    a = p.parse_args()
+    rows = rows_to_jvm(a.calls, a.rounds)
+    print(f"rows to the JVM, CPU s per call (median of {a.rounds} rounds of {a.calls}): "
+          + ", ".join(f"{k} {v:.3f}" for k, v in rows.items())
+          + f"; ratio {rows['local_frame'] / rows['createDataFrame']:.2f}")
+    jvm = submit_jvm(a.submits)
+    print(f"a spark-submit (median of {a.submits}): " + "; ".join(
+        f"{way} the archive {f['cpu_s']:.1f} CPU s, {f['wall_s']:.1f} s wall" for way, f in jvm.items())
+        + f"; CPU ratio {jvm['with']['cpu_s'] / jvm['without']['cpu_s']:.2f}")
+    RESULTS.parent.mkdir(exist_ok=True)
+    with RESULTS.open("a") as out:
+        out.write(json.dumps({"at": time.strftime("%Y-%m-%dT%H:%M:%S"), "rows_to_jvm_cpu_s": rows,
+                              "spark_submit": jvm}) + "\n")
+
+
+if __name__ == "__main__":
+    main()
