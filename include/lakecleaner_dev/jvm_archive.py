@@ -1,7 +1,7 @@
 """A class-data-sharing archive of the classes a lakecleaner spark-submit loads (Spark SQL, Iceberg,
 the MERGE path), for the tests' many short-lived driver JVMs: each maps those classes from the archive
-instead of reading and verifying them again (a small `lakecleaner compact`: 9-10 CPU s of JVM without,
-6.4-7.2 with). Made once per machine, JDK and Spark by one warm-up application run with
+instead of reading and verifying them again (the warm-up application below: 9.4 CPU s without, 7.0
+with; benchmarks/bench_overheads.py). Made once per machine, JDK and Spark by one warm-up application run with
 -XX:ArchiveClassesAtExit (this file, under spark-submit). A JVM that cannot use the archive (another
 classpath, another JDK) runs without it, and the mismatch is not logged, so a test reading a job's
 output never sees it."""
@@ -52,9 +52,14 @@ def archive_options(cache_dir: Path, base_options: str, timeout_s: float = 300) 
 def _make(archive: Path, base_options: str, timeout_s: float) -> str | None:
     from lakecleaner.core.submit import submit_options
 
-    archive.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        archive.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"no cache directory: {exc}"
+    # Dumped beside the archive and renamed into place: whole or not at all, for another run
+    # looking at the same cache at the same time.
+    made = archive.with_name(f".{archive.name}.{os.getpid()}")
     with tempfile.TemporaryDirectory(prefix="lakecleaner-jvm-archive-") as workdir:
-        made = Path(workdir) / "classes.jsa"
         cfg = _config(workdir)
         cmd = submit_options(cfg, None).command(cfg.spark.master, "lakecleaner-jvm-archive", __file__, [workdir])
         env = {"PYSPARK_PYTHON": sys.executable, **os.environ,
@@ -62,13 +67,12 @@ def _make(archive: Path, base_options: str, timeout_s: float) -> str | None:
         try:
             done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
         except (OSError, subprocess.TimeoutExpired) as exc:
+            made.unlink(missing_ok=True)
             return f"the warm-up application did not run: {exc}"
-        if done.returncode != 0 or not made.exists():
-            return f"the warm-up application exited {done.returncode}: {(done.stderr or done.stdout)[-500:]}"
-        # Whole or not at all, for another run looking at the same cache at the same time.
-        partial = archive.with_name(f".{archive.name}.{os.getpid()}")
-        shutil.copyfile(made, partial)
-        os.replace(partial, archive)
+    if done.returncode != 0 or not made.exists():
+        made.unlink(missing_ok=True)
+        return f"the warm-up application exited {done.returncode}: {(done.stderr or done.stdout)[-500:]}"
+    os.replace(made, archive)
     return None
 
 
