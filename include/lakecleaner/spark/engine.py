@@ -193,7 +193,7 @@ def _dirty_records(spark, start: RunStart) -> tuple[DataFrame, Column, bool]:
     any_young = any(f.appended_at_ms > cutoff for f in start.files)
     if any_young:
         file_times = local_frame(spark, [(f.path, f.appended_at_ms) for f in start.files],
-                                           "_file string, appended_at bigint")
+                                 "_file string, appended_at bigint")
         dirty = (fr.narrow(records.select("*", "_file"), extra=[F.col("_file")])
                  .join(F.broadcast(file_times), "_file", "left").drop("_file"))
         young = F.coalesce(F.col("appended_at"), F.lit(0)) > cutoff

@@ -167,7 +167,7 @@ def typed_keys(spark, ref: TableRef, tc: TableConfig, specs: Iterable[Any]):
         raise ForgetError(table, "no key given", rejected=True)
     types = {f.name: f.dataType for f in spark.table(ref.sql()).schema.fields}
     strings = local_frame(spark, [tuple(r[c] for c in tc.key_columns) for r in raw],
-                                    StructType([StructField(c, StringType()) for c in tc.key_columns]))
+                          StructType([StructField(c, StringType()) for c in tc.key_columns]))
     cast = strings.select(*[F.expr(f"try_cast({ident(c)} AS {types[c].simpleString()})").alias(c)
                             for c in tc.key_columns])
     rows = cast.collect()

@@ -28,7 +28,7 @@ LONG_MIN = -(2**63)
 def local_frame(spark, rows: Iterable[Sequence[Any]], schema: StructType | str) -> DataFrame:
     """A few Python rows (history, audit, file times, test batches) as a local relation the JVM reads
     directly. PySpark 3.5 re-pickles a list's rows in Python workers (pyspark.daemon) before the JVM
-    sees them: 0.18 to 0.27 CPU s a call, against about 0.1 through Arrow (benchmarks/bench_overheads.py).
+    sees them: 0.23 CPU s a call, against 0.07 through Arrow (six rows; benchmarks/bench_overheads.py).
     The rows go as a pandas frame of plain objects (no dtype guessing: an int64 never becomes a float),
     the path PySpark itself takes for pandas. Timestamps must be aware datetimes, as everywhere here.
     The plain path is kept where Arrow is off in the session, and for floating-point fields, since

@@ -55,7 +55,7 @@ def maintain_quality_results(spark, cfg: LakecleanerConfig, now_ms: int) -> dict
     pages_deleted = 0
     if doomed:
         keys = local_frame(spark, [tuple(r[f] for f in KEY_FIELDS) for r in doomed],
-                                     results.select(*KEY_FIELDS).schema)
+                           results.select(*KEY_FIELDS).schema)
         merge_delete(spark, ref, keys, "t.table_name = d.table_name AND t.run_name <=> d.run_name AND "
                      "t.now_ms = d.now_ms AND t.recorded_at = d.recorded_at", alias="d", name="lc_doomed_results")
         pages = {p for r in doomed for p in (r["docs_page"], r["run_history_docs_page"]) if p}
