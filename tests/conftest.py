@@ -161,7 +161,6 @@ def spark_cluster(tmp_path_factory):
                 proc.kill()
 
 
-@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: unknown where it is not installed
 def pytest_configure(config):
     """The JVM archive, made before any worker starts (the workers inherit SPARK_SUBMIT_OPTS), and
     only for a run that starts JVMs: not for the unit tests alone (make quick)."""
@@ -181,6 +180,7 @@ def _unit_tests_only(config) -> bool:
     return bool(args) and all(a == unit or unit in a.parents for a in args)
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: unknown where it is not installed
 def pytest_xdist_make_scheduler(config, log):
     return module_scheduling.make_scheduler(config, log)
 
