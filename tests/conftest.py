@@ -22,8 +22,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (INCLUDE, os.environ.get("
 # are sparkconf's.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 # ... and they map Spark's and Iceberg's classes from a class-data-sharing archive made once per
-# machine (lakecleaner_dev.jvm_archive; LAKECLEANER_TEST_JVM_ARCHIVE=0 turns it off).
-JVM_ARCHIVE_ENV = "LAKECLEANER_TEST_JVM_ARCHIVE"
+# machine (lakecleaner_dev.jvm_archive; LAKECLEANER_TEST_JVM_ARCHIVE=0 turns it off): pytest_configure.
 _names = itertools.count()
 
 
@@ -164,9 +163,10 @@ def spark_cluster(tmp_path_factory):
 def pytest_configure(config):
     """The JVM archive, made before any worker starts (the workers inherit SPARK_SUBMIT_OPTS), and
     only for a run that starts JVMs: not for the unit tests alone (make quick)."""
-    if hasattr(config, "workerinput") or os.environ.get(JVM_ARCHIVE_ENV) == "0" or _unit_tests_only(config):
+    from lakecleaner_dev.jvm_archive import OPT_OUT_ENV, archive_options
+
+    if hasattr(config, "workerinput") or os.environ.get(OPT_OUT_ENV) == "0" or _unit_tests_only(config):
         return
-    from lakecleaner_dev.jvm_archive import archive_options
 
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lakecleaner-tests"
     os.environ["SPARK_SUBMIT_OPTS"], problem = archive_options(cache, os.environ["SPARK_SUBMIT_OPTS"])
