@@ -89,7 +89,7 @@ def submit_jvm(submits: int) -> dict[str, dict[str, float]]:
     for _ in range(submits):
         for way, options in (("without", BASE_OPTIONS), ("with", opts)):
             with tempfile.TemporaryDirectory() as workdir:
-                cfg = jvm_archive._config(workdir)
+                cfg = jvm_archive.warm_up_config(workdir)
                 cmd = submit_options(cfg, None).command(cfg.spark.master, "bench", jvm_archive.__file__, [workdir])
                 busy, start = machine_busy(), time.monotonic()
                 subprocess.run(cmd, env={"PYSPARK_PYTHON": sys.executable, **os.environ, "SPARK_SUBMIT_OPTS": options},

@@ -25,7 +25,7 @@ OPT_OUT_ENV = "LAKECLEANER_TEST_JVM_ARCHIVE"
 QUIET = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
-def _config(workdir: str) -> LakecleanerConfig:
+def warm_up_config(workdir: str) -> LakecleanerConfig:
     return LakecleanerConfig(catalog=CatalogConfig(name="lake", type="hadoop", warehouse=f"{workdir}/warehouse"),
                              spark=SparkConfig(master="local[1]", driver_memory="512m"))
 
@@ -62,7 +62,7 @@ def _make(archive: Path, base_options: str, timeout_s: float) -> str | None:
     # looking at the same cache at the same time.
     made = archive.with_name(f".{archive.name}.{os.getpid()}")
     with tempfile.TemporaryDirectory(prefix="lakecleaner-jvm-archive-") as workdir:
-        cfg = _config(workdir)
+        cfg = warm_up_config(workdir)
         cmd = submit_options(cfg, None).command(cfg.spark.master, "lakecleaner-jvm-archive", __file__, [workdir])
         env = {"PYSPARK_PYTHON": sys.executable, **os.environ,
                "SPARK_SUBMIT_OPTS": f"{base_options} -XX:ArchiveClassesAtExit={made}"}
@@ -85,7 +85,7 @@ def _warm_up(workdir: str) -> None:
     from lakecleaner.spark.session import get_spark
     from lakecleaner_dev.tables import append, create_compacted_table
 
-    cfg = _config(workdir)
+    cfg = warm_up_config(workdir)
     spark = get_spark(cfg, "lakecleaner-jvm-archive", set_master=False)
     ref = create_compacted_table(spark, cfg, TABLE, {"min.compaction.lag.ms": "0"})
     for start in (0, 8):

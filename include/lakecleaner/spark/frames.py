@@ -37,7 +37,7 @@ def local_frame(spark, rows: Iterable[Sequence[Any]], schema: StructType | str) 
     data = [tuple(row) for row in rows]
     if not data or spark.conf.get(ARROW_ENABLED, "false") != "true" or _has_floating(struct):
         return spark.createDataFrame(data, struct)
-    import pandas as pd  # great-expectations' dependency (the spark extra), and PySpark's for Arrow
+    import pandas as pd  # the spark extra's (pyproject)
 
     return spark.createDataFrame(pd.DataFrame(data, columns=struct.names, dtype=object), struct)
 
