@@ -31,7 +31,6 @@ from lakecleaner_dev import jvm_archive
 from lakecleaner_dev.tables import KAFKA_SCHEMA
 
 RESULTS = Path(__file__).parent / "results" / "overheads.json"
-BASE_OPTIONS = "-XX:TieredStopAtLevel=1"  # as the tests' spark-submits (tests/conftest.py)
 
 
 def tree_cpu() -> float:
@@ -82,12 +81,12 @@ def rows_to_jvm(calls: int, rounds: int) -> dict[str, float]:
 
 def submit_jvm(submits: int) -> dict[str, dict[str, float]]:
     cache = Path(tempfile.mkdtemp(prefix="bench-jvm-archive-"))
-    opts, problem = jvm_archive.archive_options(cache, BASE_OPTIONS)
+    opts, problem = jvm_archive.archive_options(cache, jvm_archive.TEST_JVM_OPTIONS)
     if problem:
         raise SystemExit(problem)
     figures: dict[str, dict[str, list[float]]] = {w: {"cpu_s": [], "wall_s": []} for w in ("without", "with")}
     for _ in range(submits):
-        for way, options in (("without", BASE_OPTIONS), ("with", opts)):
+        for way, options in (("without", jvm_archive.TEST_JVM_OPTIONS), ("with", opts)):
             with tempfile.TemporaryDirectory() as workdir:
                 cfg = jvm_archive.warm_up_config(workdir)
                 cmd = submit_options(cfg, None).command(cfg.spark.master, "bench", jvm_archive.__file__, [workdir])

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from lakecleaner.core.config import CatalogConfig, LakecleanerConfig, SparkConfig
+from lakecleaner_dev.jvm_archive import OPT_OUT_ENV, TEST_JVM_OPTIONS, archive_options
 from lakecleaner_dev.localpg import JDBC_JAR as PG_JAR, jdbc_catalog
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/cases.py, shared by unit and Spark tests
@@ -20,7 +21,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (INCLUDE, os.environ.get("
 # CPU s). spark-submit's launcher puts SPARK_SUBMIT_OPTS on the driver JVM's command line; the
 # session's own JVM is started without it (the spark fixture). Tests only: the cleaner's JVM options
 # are sparkconf's.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
+os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)
 # ... and they map Spark's and Iceberg's classes from a class-data-sharing archive made once per
 # machine (lakecleaner_dev.jvm_archive; LAKECLEANER_TEST_JVM_ARCHIVE=0 turns it off): pytest_configure.
 _names = itertools.count()
@@ -163,8 +164,6 @@ def spark_cluster(tmp_path_factory):
 def pytest_configure(config):
     """The JVM archive, made before any worker starts (the workers inherit SPARK_SUBMIT_OPTS), and
     only for a run that starts JVMs: not for the unit tests alone (make quick)."""
-    from lakecleaner_dev.jvm_archive import OPT_OUT_ENV, archive_options
-
     if hasattr(config, "workerinput") or os.environ.get(OPT_OUT_ENV) == "0" or _unit_tests_only(config):
         return
 

@@ -18,6 +18,8 @@ from pathlib import Path
 from lakecleaner.core.config import CatalogConfig, LakecleanerConfig, SparkConfig
 
 TABLE = "warmup.events"
+# The tests' spark-submits run on C1 only (they live seconds; tests/conftest.py), the archive aside.
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 # Set to 0, a test run goes without the archive (tests/conftest.py).
 OPT_OUT_ENV = "LAKECLEANER_TEST_JVM_ARCHIVE"
 # What a JVM that uses the archive adds to its options; -Xshare:auto (the default) runs without it
