@@ -9,10 +9,12 @@ JDBC catalog on PostgreSQL. One live Airflow (the suite's most expensive set-up)
   Airflow's default pool (a lakecleaner DAG needs no pool of its own), and each table ends exactly as the reference model says.
 
 The backfill needs a periodic schedule and intervals whose ends fall after the test's appends, so the
-DAG fires at three minutes the test picks (one append batch before each), and nowhere else for an
-hour. It is paused at creation, so no scheduled run takes those intervals (catch-up is off: once
-unpaused, the scheduler would at once run the latest one, as of a later now than the backfill's, and
-leave the backfill nothing to clean). The backfill is created while it is paused (its runs wait, as
+DAG fires at three moments 20 s apart that the test picks (one append batch before each), and nowhere
+else that day: a six-field cron expression, whose last field is the second (croniter's, which Airflow's
+cron timetables use; three whole minutes cost the set-up two more minutes of waiting). It is paused
+at creation, so no scheduled run takes those intervals (catch-up is off: once unpaused, the scheduler
+would at once run the latest one, as of a later now than the backfill's, and leave the backfill
+nothing to clean). The backfill is created while it is paused (its runs wait, as
 Airflow starts no run of a paused DAG), then the DAG is unpaused: the scheduler finds the latest
 interval's run already there, and the backfill runs, oldest first."""
 from __future__ import annotations
@@ -45,10 +47,11 @@ NAMESPACE = f"dagpg{_SUFFIX}"  # the triggered run's tables
 TABLES = (f"{NAMESPACE}.orders", f"{NAMESPACE}.users")
 BF_NAMESPACE = f"dagbf{_SUFFIX}"  # the backfill's table; the DAG evaluates both namespaces
 BF_TABLE = f"{BF_NAMESPACE}.events"
-# Short enough that a horizon counted from a backfill's now (60 s apart) or from the wall clock (runs
+# Short enough that a horizon counted from a backfill's now (FIRE_GAP apart) or from the wall clock (runs
 # tens of seconds apart) would remove batch 1's tombstones; counted from the real clean it never passes
 # during the backfill, whose nows all lie before its first commit.
 BF_PROPERTIES = {"delete.retention.ms": "10000", "min.cleanable.dirty.ratio": "0.01"}
+FIRE_GAP = dt.timedelta(seconds=20)  # between the DAG's three fire times: room for one append batch
 
 
 def _rows(start, n, keys=6):
@@ -77,9 +80,17 @@ def _ms(when: dt.datetime) -> int:
 
 
 def _fire_times(after: float) -> list[dt.datetime]:
-    """Three whole minutes in a row, the first at least 5 s after ``after`` (epoch seconds)."""
-    first = dt.datetime.fromtimestamp(after + 65, dt.timezone.utc).replace(second=0, microsecond=0)
-    return [first + dt.timedelta(minutes=i) for i in range(3)]
+    """Three whole seconds FIRE_GAP apart within one minute, the first at least 5 s after ``after``
+    (epoch seconds): one minute and hour, so one cron expression names exactly these three."""
+    first = dt.datetime.fromtimestamp(after + 6, dt.timezone.utc).replace(microsecond=0)
+    if first.second + 2 * FIRE_GAP.seconds > 59:  # the last would fall in the next minute
+        first = first.replace(second=0) + dt.timedelta(minutes=1)
+    return [first + i * FIRE_GAP for i in range(3)]
+
+
+def _cron(fires: list[dt.datetime]) -> str:
+    """Six fields, croniter's (minute hour day month weekday second): these times, next on the next day."""
+    return f"{fires[0].minute} {fires[0].hour} * * * {','.join(str(f.second) for f in fires)}"
 
 
 class AirflowPg:
@@ -214,14 +225,14 @@ class Live:
 
 @pytest.fixture(scope="module")
 def live(spark, pg_config, tmp_path_factory):
-    """Airflow with the DAG scheduled at three coming minutes, paused; one append batch before each of
+    """Airflow with the DAG scheduled at three coming moments, paused; one append batch before each of
     them; after the last, the triggered run's tables, then `airflow backfill create` over the three
     intervals (the command the README shows) and the DAG unpaused."""
     ref = create_compacted_table(spark, pg_config, BF_TABLE, BF_PROPERTIES)
     batches = _bf_batches()
     append(spark, ref, batches[0])
     fires = _fire_times(time.time())
-    schedule = f"{','.join(str(f.minute) for f in fires)} * * * *"  # next fire after them: in an hour
+    schedule = _cron(fires)
     airflow = AirflowPg(_config(pg_config, tmp_path_factory.mktemp("airflow-pg") / "lakecleaner.yaml"),
                         schedule=schedule, paused_at_creation=True)
     try:
