@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from lakecleaner.core.config import CatalogConfig, LakecleanerConfig, SparkConfig
-from lakecleaner_dev.jvm_archive import OPT_OUT_ENV, TEST_JVM_OPTIONS, archive_options
+from lakecleaner_dev.jvm_archive import OPT_OUT_ENV, TEST_JVM_OPTIONS, archive_options, session_options
 from lakecleaner_dev.localpg import JDBC_JAR as PG_JAR, jdbc_catalog
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/cases.py, shared by unit and Spark tests
@@ -83,8 +83,11 @@ def spark(lake_config):
     from lakecleaner.spark.session import get_spark
 
     # This JVM lives the whole run and does most of the in-process tests' work: it keeps the C2
-    # compiler (C1 alone fills its smaller code cache and the sweeper then burns a core).
+    # compiler (C1 alone fills its smaller code cache and the sweeper then burns a core); it maps
+    # the class archive like the spark-submits.
     submit_opts = os.environ.pop("SPARK_SUBMIT_OPTS", None)
+    if submit_opts is not None:
+        os.environ["SPARK_SUBMIT_OPTS"] = session_options(submit_opts)
     try:
         session = get_spark(lake_config, "lakecleaner-tests")
     finally:

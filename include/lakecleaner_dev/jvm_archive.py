@@ -27,6 +27,13 @@ OPT_OUT_ENV = "LAKECLEANER_TEST_JVM_ARCHIVE"
 QUIET = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
+def session_options(submit_options: str) -> str:
+    """SPARK_SUBMIT_OPTS for the tests' own session JVM: the archive's options, not the C1-only one
+    (that JVM lives the whole run and does most in-process work: C1 alone fills its code cache)."""
+    test_only = TEST_JVM_OPTIONS.split()
+    return " ".join(option for option in submit_options.split() if option not in test_only)
+
+
 def warm_up_config(workdir: str) -> LakecleanerConfig:
     return LakecleanerConfig(catalog=CatalogConfig(name="lake", type="hadoop", warehouse=f"{workdir}/warehouse"),
                              spark=SparkConfig(master="local[1]", driver_memory="512m"))

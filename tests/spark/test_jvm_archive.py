@@ -1,5 +1,6 @@
 """The tests' spark-submits map Spark's classes from the class-data-sharing archive conftest made
-(lakecleaner_dev.jvm_archive); one that cannot use it still runs, and says nothing about it."""
+(lakecleaner_dev.jvm_archive), and so does the session's own JVM, which keeps C2; one that cannot use
+it still runs, and says nothing about it."""
 from __future__ import annotations
 
 import os
@@ -9,7 +10,7 @@ import subprocess
 import pytest
 
 from lakecleaner.core.submit import spark_submit_binary
-from lakecleaner_dev.jvm_archive import OPT_OUT_ENV, QUIET
+from lakecleaner_dev.jvm_archive import OPT_OUT_ENV, QUIET, TEST_JVM_OPTIONS
 
 pytestmark = pytest.mark.spark
 
@@ -37,3 +38,15 @@ def test_a_jvm_that_cannot_use_the_archive_runs_without_it_silently(tmp_path):
     done = _submit_version(f"-XX:SharedArchiveFile={tmp_path / 'missing.jsa'} {QUIET}")
     assert done.returncode == 0 and "version 3.5" in done.stderr
     assert "cds" not in (done.stdout + done.stderr).lower()
+
+
+def test_the_sessions_jvm_maps_the_archive_and_keeps_c2(spark):
+    """Started with the archive's options but not the C1-only one (it lives the whole run)."""
+    archive = re.search(r"-XX:SharedArchiveFile=\S+", os.environ["SPARK_SUBMIT_OPTS"])
+    jvm = spark.sparkContext._jvm
+    arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert not set(TEST_JVM_OPTIONS.split()) & set(arguments), arguments
+    if os.environ.get(OPT_OUT_ENV) == "0":
+        assert not any("SharedArchiveFile" in a for a in arguments), arguments
+        return
+    assert archive and archive.group(0) in arguments, arguments
