@@ -35,16 +35,32 @@ def _descends_from(pid: int, ancestor: int) -> bool:
         return False
 
 
+def _started(proc: Path) -> tuple[str, str]:
+    """A process's identity: its pid and start time (a pid alone may be used again)."""
+    return proc.name, (proc / "stat").read_text().rsplit(")", 1)[1].split()[19]
+
+
 class ArgvWatch(threading.Thread):
-    """Every process's command line, polled from /proc while the run goes on; and each private
-    properties file a spark-submit of this test's run was given (a process started by this one: the
-    suite's other worker submits its own), as it was while it existed."""
+    """The command line of every process started while the run goes on, polled from /proc (one
+    running before it, such as a JVM an earlier test's process leaves as it exits, is none of the
+    run's); and each private properties file a spark-submit of this test's run was given (a process
+    started by this one: the suite's other worker submits its own), as it was while it existed."""
 
     def __init__(self):
         super().__init__(daemon=True)
         self.seen: set[tuple[str, ...]] = set()
         self.files: dict[str, tuple[int, str]] = {}  # path -> (mode, text)
         self.done = threading.Event()
+        self.before: set[tuple[str, str]] = set()
+
+    def start(self):
+        for proc in Path("/proc").iterdir():
+            if proc.name.isdigit():
+                try:
+                    self.before.add(_started(proc))
+                except OSError:
+                    continue
+        super().start()
 
     def run(self):
         while not self.done.is_set():
@@ -52,6 +68,8 @@ class ArgvWatch(threading.Thread):
                 if not proc.name.isdigit():
                     continue
                 try:
+                    if _started(proc) in self.before:
+                        continue
                     argv = tuple(a.decode(errors="replace") for a in (proc / "cmdline").read_bytes().split(b"\0") if a)
                 except OSError:
                     continue
