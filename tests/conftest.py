@@ -85,7 +85,7 @@ def spark(lake_config):
     # This JVM lives the whole run and does most of the in-process tests' work: it keeps the C2
     # compiler (C1 alone fills its smaller code cache and the sweeper then burns a core); it maps
     # the class archive like the spark-submits.
-    submit_opts = os.environ.pop("SPARK_SUBMIT_OPTS", None)
+    submit_opts = os.environ.get("SPARK_SUBMIT_OPTS")
     if submit_opts is not None:
         os.environ["SPARK_SUBMIT_OPTS"] = session_options(submit_opts)
     try:

@@ -80,8 +80,8 @@ def _ms(when: dt.datetime) -> int:
 
 
 def _fire_times(after: float) -> list[dt.datetime]:
-    """Three whole seconds FIRE_GAP apart within one minute, the first at least 5 s after ``after``
-    (epoch seconds): one minute and hour, so one cron expression names exactly these three."""
+    """Three times on whole seconds, FIRE_GAP apart within one minute, the first at least 5 s after
+    ``after`` (epoch seconds): one minute and hour, so one cron expression names exactly these three."""
     first = dt.datetime.fromtimestamp(after + 6, dt.timezone.utc).replace(microsecond=0)
     if first.second + 2 * FIRE_GAP.seconds > 59:  # the last would fall in the next minute
         first = first.replace(second=0) + dt.timedelta(minutes=1)
