@@ -35,9 +35,9 @@ def _descends_from(pid: int, ancestor: int) -> bool:
         return False
 
 
-def _started(proc: Path) -> tuple[str, str]:
-    """A process's identity: its pid and start time (a pid alone may be used again)."""
-    return proc.name, (proc / "stat").read_text().rsplit(")", 1)[1].split()[19]
+def _identity(pid: int) -> tuple[int, float]:
+    """A process's pid and start time (a pid alone may be used again)."""
+    return pid, psutil.Process(pid).create_time()
 
 
 class ArgvWatch(threading.Thread):
@@ -51,16 +51,7 @@ class ArgvWatch(threading.Thread):
         self.seen: set[tuple[str, ...]] = set()
         self.files: dict[str, tuple[int, str]] = {}  # path -> (mode, text)
         self.done = threading.Event()
-        self.before: set[tuple[str, str]] = set()
-
-    def start(self):
-        for proc in Path("/proc").iterdir():
-            if proc.name.isdigit():
-                try:
-                    self.before.add(_started(proc))
-                except OSError:
-                    continue
-        super().start()
+        self.before = {(p.pid, p.info["create_time"]) for p in psutil.process_iter(["create_time"])}
 
     def run(self):
         while not self.done.is_set():
@@ -68,10 +59,10 @@ class ArgvWatch(threading.Thread):
                 if not proc.name.isdigit():
                     continue
                 try:
-                    if _started(proc) in self.before:
+                    if _identity(int(proc.name)) in self.before:
                         continue
                     argv = tuple(a.decode(errors="replace") for a in (proc / "cmdline").read_bytes().split(b"\0") if a)
-                except OSError:
+                except (OSError, psutil.Error):  # gone meanwhile, or not ours to read
                     continue
                 self.seen.add(argv)
                 if "--properties-file" in argv[:-1] and _descends_from(int(proc.name), os.getpid()):
