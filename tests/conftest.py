@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from lakecleaner.core.config import CatalogConfig, LakecleanerConfig, SparkConfig
-from lakecleaner_dev.jvm_archive import OPT_OUT_ENV, TEST_JVM_OPTIONS, archive_options, session_options
+from lakecleaner_dev.jvm_archive import OPT_OUT_ENV, TEST_JVM_OPTIONS, archive_options
 from lakecleaner_dev.localpg import JDBC_JAR as PG_JAR, jdbc_catalog
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/cases.py, shared by unit and Spark tests
@@ -16,11 +16,11 @@ import module_scheduling  # noqa: E402 - tests/, on the path just above
 # path (pyproject's pythonpath); processes the tests start (python -m lakecleaner_dev.localpg) get it too.
 INCLUDE = str(Path(__file__).resolve().parents[1] / "include")
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (INCLUDE, os.environ.get("PYTHONPATH")) if p)
-# The JVMs the tests start (every spark-submit of a CLI, DAG or chaos test) live seconds on a few MB:
-# with C2 they spend more CPU compiling than running (test_failures' three spark-submits: 101 -> 64
-# CPU s). spark-submit's launcher puts SPARK_SUBMIT_OPTS on the driver JVM's command line; the
-# session's own JVM is started without it (the spark fixture). Tests only: the cleaner's JVM options
-# are sparkconf's.
+# The JVMs the tests start (every spark-submit of a CLI, DAG or chaos test, and the session's own)
+# work on a few MB: with C2 they spend more CPU compiling than running (test_failures' three
+# spark-submits: 101 -> 64 CPU s; the session JVM, jvm_archive.TEST_JVM_OPTIONS). spark-submit's
+# launcher, and PySpark's for the session, put SPARK_SUBMIT_OPTS on the JVM's command line. Tests
+# only: the cleaner's JVM options are sparkconf's.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)
 # ... and they map Spark's and Iceberg's classes from a class-data-sharing archive made once per
 # machine (lakecleaner_dev.jvm_archive; LAKECLEANER_TEST_JVM_ARCHIVE=0 turns it off): pytest_configure.
@@ -82,17 +82,8 @@ def config_file(lake_config, tmp_path_factory) -> Path:
 def spark(lake_config):
     from lakecleaner.spark.session import get_spark
 
-    # This JVM lives the whole run and does most of the in-process tests' work: it keeps the C2
-    # compiler (C1 alone fills its smaller code cache and the sweeper then burns a core); it maps
-    # the class archive like the spark-submits.
-    submit_opts = os.environ.get("SPARK_SUBMIT_OPTS")
-    if submit_opts is not None:
-        os.environ["SPARK_SUBMIT_OPTS"] = session_options(submit_opts)
-    try:
-        session = get_spark(lake_config, "lakecleaner-tests")
-    finally:
-        if submit_opts is not None:
-            os.environ["SPARK_SUBMIT_OPTS"] = submit_opts
+    # started with SPARK_SUBMIT_OPTS like every spark-submit: C1 only, the class archive
+    session = get_spark(lake_config, "lakecleaner-tests")
     yield session
     session.stop()
 

@@ -18,20 +18,16 @@ from pathlib import Path
 from lakecleaner.core.config import CatalogConfig, LakecleanerConfig, SparkConfig
 
 TABLE = "warmup.events"
-# The tests' spark-submits run on C1 only (they live seconds; tests/conftest.py), the archive aside.
-TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+# Every JVM the tests start compiles with C1 only (tests/conftest.py): the spark-submits live seconds,
+# and the session's JVM, which lives the whole run, spent a third of its CPU in C2's compiler threads
+# (test_engine_vs_model: 238 CPU s with C2, 192 with C1). C1 alone gets a smaller code cache (48 MB),
+# which the session JVM filled, and its sweeper then burned a core: the tiered default size, 240 MB.
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 # Set to 0, a test run goes without the archive (tests/conftest.py).
 OPT_OUT_ENV = "LAKECLEANER_TEST_JVM_ARCHIVE"
 # What a JVM that uses the archive adds to its options; -Xshare:auto (the default) runs without it
 # where it does not match.
 QUIET = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
-
-
-def session_options(submit_options: str) -> str:
-    """SPARK_SUBMIT_OPTS for the tests' own session JVM: the archive's options, not the C1-only one
-    (that JVM lives the whole run and does most in-process work: C1 alone fills its code cache)."""
-    test_only = TEST_JVM_OPTIONS.split()
-    return " ".join(option for option in submit_options.split() if option not in test_only)
 
 
 def warm_up_config(workdir: str) -> LakecleanerConfig:

@@ -1,6 +1,6 @@
 """The tests' spark-submits map Spark's classes from the class-data-sharing archive conftest made
-(lakecleaner_dev.jvm_archive), and so does the session's own JVM, which keeps C2; one that cannot use
-it still runs, and says nothing about it."""
+(lakecleaner_dev.jvm_archive), and so does the session's own JVM, on the same C1-only options; one
+that cannot use it still runs, and says nothing about it."""
 from __future__ import annotations
 
 import os
@@ -40,12 +40,16 @@ def test_a_jvm_that_cannot_use_the_archive_runs_without_it_silently(tmp_path):
     assert "cds" not in (done.stdout + done.stderr).lower()
 
 
-def test_the_sessions_jvm_maps_the_archive_and_keeps_c2(spark):
-    """Started with the archive's options but not the C1-only one (it lives the whole run)."""
+def test_the_sessions_jvm_maps_the_archive_on_c1_with_the_tiered_code_cache(spark):
+    """Started with the spark-submits' options: the archive, C1 only, a code cache C1 does not fill."""
     archive = re.search(r"-XX:SharedArchiveFile=\S+", os.environ["SPARK_SUBMIT_OPTS"])
     jvm = spark.sparkContext._jvm
     arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
-    assert not set(TEST_JVM_OPTIONS.split()) & set(arguments), arguments
+    assert set(TEST_JVM_OPTIONS.split()) <= set(arguments), arguments
+    diagnostic = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+        jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
+    in_effect = {name: diagnostic.getVMOption(name).getValue() for name in ("TieredStopAtLevel", "ReservedCodeCacheSize")}
+    assert in_effect == {"TieredStopAtLevel": "1", "ReservedCodeCacheSize": str(240 * 2**20)}, in_effect
     if os.environ.get(OPT_OUT_ENV) == "0":
         assert not any("SharedArchiveFile" in a for a in arguments), arguments
         return
