@@ -162,6 +162,8 @@ def main() -> None:
         "AIRFLOW__LOGGING__COLORED_CONSOLE_LOG": "False", "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": pythonpath,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        # the test run's JVM options, if any (C1 and the class archive: tests/conftest.py)
+        **{k: os.environ[k] for k in ("SPARK_SUBMIT_OPTS",) if k in os.environ},
     }
     port = _free_port()
     airflow_side = {**deployment, "AIRFLOW_HOME": str(airflow_home), "HOME": str(airflow_home / "home"),

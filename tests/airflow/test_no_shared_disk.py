@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -55,6 +56,9 @@ def _kept(home: Path) -> list[str]:
     the covered directory held open, MOUNTS): the Python installation and environment, this checkout."""
     hidden = [*(Path(d).resolve() for d in HIDDEN), home]
     wanted = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), HERE.parents[1].resolve()}
+    archive = re.search(r"-XX:SharedArchiveFile=(\S+)", os.environ.get("SPARK_SUBMIT_OPTS", ""))
+    if archive and Path(archive.group(1)).exists():  # the tests' class archive (tests/conftest.py), read only
+        wanted.add(Path(archive.group(1)).resolve().parent)
     kept = []
     for path in sorted(wanted):
         if any(path != other and path.is_relative_to(other) for other in wanted):
@@ -87,7 +91,9 @@ def report():
         pytest.fail("this test needs a private mount namespace: run it as root, or where `unshare --user "
                     "--map-root-user --mount` works (unprivileged user namespaces)")
     include = os.environ.get("LAKECLEANER_ISOLATION_INCLUDE", str(HERE.parents[1] / "include"))
-    env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL", "JAVA_HOME", "TZ") if k in os.environ}
+    # SPARK_SUBMIT_OPTS: the JVM options of every test's JVMs (C1, the class archive; tests/conftest.py)
+    env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL", "JAVA_HOME", "TZ", "SPARK_SUBMIT_OPTS")
+           if k in os.environ}
     home = Path(os.path.expanduser("~")).resolve()
     env.update({"LAKECLEANER_ISOLATION_REAL_HOME": str(home), "LAKECLEANER_ISOLATION_INCLUDE": include,
                 "LAKECLEANER_ISOLATION_KEEP": "\n".join(_kept(home)), "PYTHONPATH": include})
