@@ -67,10 +67,11 @@ no-py312:
 # (after TEST_PY312: a rule's prerequisites are expanded where the rule is read)
 # ruff and the unit tests on Python 3.12 first: a finding fails the target before the (long) tests start
 # --durations: the slowest tests' times in every run's output (README "Testing" keeps the table).
-# Two pytest-xdist workers (TEST_WORKERS=1 for one process): much of a test's time is a JVM starting,
-# Airflow's scheduler polling or a wait for a cron minute, which leaves a core idle. Tests that share
-# a set-up (a module's fixtures, ui_lake's servers) run on one worker, built once (tests/module_scheduling.py).
-TEST_WORKERS ?= 2
+# Three pytest-xdist workers on two cores (TEST_WORKERS=1 for one process): much of a test's time is a
+# JVM starting, Airflow's scheduler polling or a wait, which leaves a core idle; two workers kept 1.66
+# of the 2 cores busy, three 1.94 (README "Testing"). Tests that share a set-up (a module's fixtures,
+# ui_lake's servers) run on one worker, built once (tests/module_scheduling.py).
+TEST_WORKERS ?= 3
 PYTEST_PARALLEL = $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder)
 test: $(STAMP) lint-py $(TEST_PY312) browser-deps pg-deps
 	$(BIN)/python -m pytest -q --durations=30 $(PYTEST_PARALLEL)

@@ -1,4 +1,4 @@
-"""make test's two workers (tests/module_scheduling.py), on a small suite run by pytest-xdist for
+"""make test's workers (tests/module_scheduling.py), on a small suite run by pytest-xdist for
 real: a module's tests run on one worker with its module fixture built once, and two modules named
 as sharing a set-up (a session fixture of a plugin, as ui_lake) run on the same worker, the set-up
 built once."""
