@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -54,6 +55,12 @@ def archive_options(cache_dir: Path, base_options: str, timeout_s: float = 300) 
     if problem:
         return base_options, f"no class-data-sharing archive, spark-submits start without one: {problem}"
     return f"{base_options} -XX:SharedArchiveFile={archive} {QUIET}".strip(), None
+
+
+def archive_in(options: str) -> Path | None:
+    """The archive a SPARK_SUBMIT_OPTS value (archive_options') names, if any."""
+    found = re.search(r"-XX:SharedArchiveFile=(\S+)", options)
+    return Path(found.group(1)) if found else None
 
 
 def _make(archive: Path, base_options: str, timeout_s: float) -> str | None:

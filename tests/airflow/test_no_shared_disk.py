@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from lakecleaner_dev.jvm_archive import archive_in
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark]
 
@@ -56,9 +57,9 @@ def _kept(home: Path) -> list[str]:
     the covered directory held open, MOUNTS): the Python installation and environment, this checkout."""
     hidden = [*(Path(d).resolve() for d in HIDDEN), home]
     wanted = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), HERE.parents[1].resolve()}
-    archive = re.search(r"-XX:SharedArchiveFile=(\S+)", os.environ.get("SPARK_SUBMIT_OPTS", ""))
-    if archive and Path(archive.group(1)).exists():  # the tests' class archive (tests/conftest.py), read only
-        wanted.add(Path(archive.group(1)).resolve().parent)
+    archive = archive_in(os.environ.get("SPARK_SUBMIT_OPTS", ""))
+    if archive and archive.exists():  # the tests' class archive (tests/conftest.py), read only
+        wanted.add(archive.resolve().parent)
     kept = []
     for path in sorted(wanted):
         if any(path != other and path.is_relative_to(other) for other in wanted):

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from lakecleaner.core.submit import spark_submit_binary
-from lakecleaner_dev.jvm_archive import OPT_OUT_ENV, QUIET, TEST_JVM_OPTIONS
+from lakecleaner_dev.jvm_archive import OPT_OUT_ENV, QUIET, TEST_JVM_OPTIONS, archive_in
 
 pytestmark = pytest.mark.spark
 
@@ -22,7 +22,7 @@ def _submit_version(opts: str) -> subprocess.CompletedProcess:
 
 def test_a_spark_submit_loads_sparks_classes_from_the_archive():
     opts = os.environ["SPARK_SUBMIT_OPTS"]
-    archive = re.search(r"-XX:SharedArchiveFile=(\S+)", opts)
+    archive = archive_in(opts)
     if os.environ.get(OPT_OUT_ENV) == "0":  # the run was asked to go without it
         assert archive is None, opts
         return
@@ -42,7 +42,7 @@ def test_a_jvm_that_cannot_use_the_archive_runs_without_it_silently(tmp_path):
 
 def test_the_sessions_jvm_maps_the_archive_on_c1_with_the_tiered_code_cache(spark):
     """Started with the spark-submits' options: the archive, C1 only, a code cache C1 does not fill."""
-    archive = re.search(r"-XX:SharedArchiveFile=\S+", os.environ["SPARK_SUBMIT_OPTS"])
+    archive = archive_in(os.environ["SPARK_SUBMIT_OPTS"])
     jvm = spark.sparkContext._jvm
     arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
     assert set(TEST_JVM_OPTIONS.split()) <= set(arguments), arguments
@@ -53,4 +53,4 @@ def test_the_sessions_jvm_maps_the_archive_on_c1_with_the_tiered_code_cache(spar
     if os.environ.get(OPT_OUT_ENV) == "0":
         assert not any("SharedArchiveFile" in a for a in arguments), arguments
         return
-    assert archive and archive.group(0) in arguments, arguments
+    assert archive and f"-XX:SharedArchiveFile={archive}" in arguments, arguments
