@@ -6,7 +6,12 @@
 Run it in one process (no ``-n``): the figures are the machine's busy time (psutil's cpu_times)
 around each test's set-up, call and teardown, so they belong to the test only when nothing else runs.
 A thread samples the JVM and Python processes every half second and charges each to the test that
-was running when it first appeared (a session JVM to the first test that needed it)."""
+was running when it first appeared (a session JVM to the first test that needed it).
+
+Under pytest-xdist (``-n 3 --dist loadscope --no-loadscope-reorder``, as ``make test``) the rows
+carry their worker and times, and the summary shows what each worker ran when and the machine's busy
+time over the run: how the workers share the run and how busy they keep the cores (a row's CPU is
+then the whole machine's, the other workers' included)."""
 from __future__ import annotations
 
 import collections
@@ -21,6 +26,7 @@ import psutil
 import pytest
 
 OUT = os.environ.get("SUITE_CPU_OUT", "/tmp/suite-cpu.jsonl")
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 SAMPLED = ("java", "python", "python3", "postgres", "airflow")
 _current = {"test": "session"}
 _processes: dict[int, dict] = {}
@@ -45,13 +51,15 @@ def _sample_forever() -> None:
 
 
 def pytest_configure(config):
-    threading.Thread(target=_sample_forever, daemon=True).start()
+    if not hasattr(config, "workerinput"):  # one sampler, in the controller under xdist: it sees every process
+        threading.Thread(target=_sample_forever, daemon=True).start()
 
 
 def _record(nodeid: str, phase: str, busy: float, started: float) -> None:
     with open(OUT, "a") as out:
         out.write(json.dumps({"test": nodeid, "phase": phase, "cpu_s": round(_busy_s() - busy, 2),
-                              "wall_s": round(time.time() - started, 2)}) + "\n")
+                              "wall_s": round(time.time() - started, 2), "worker": WORKER,
+                              "start": round(started, 2), "busy_at_start": round(busy, 2)}) + "\n")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -77,29 +85,50 @@ def pytest_runtest_teardown(item):
 
 
 def pytest_sessionfinish(session):
-    with open(OUT.replace(".jsonl", "-processes.json"), "w") as out:
+    if hasattr(session.config, "workerinput"):
+        return
+    with open(OUT.replace(".jsonl", f"-processes-{WORKER}.json"), "w") as out:
         json.dump(_processes, out)
 
 
 def summary(path: str = OUT) -> str:
-    """CPU and wall seconds by module, largest first; then the processes' CPU by kind."""
+    """CPU and wall seconds by module, largest first; the workers' timelines if there were several;
+    then the processes' CPU by kind."""
+    rows = [json.loads(line) for line in Path(path).read_text().splitlines()]
     by_module = collections.defaultdict(lambda: [0.0, 0.0])
-    for line in Path(path).read_text().splitlines():
-        row = json.loads(line)
+    for row in rows:
         module = by_module[row["test"].split("::")[0]]
         module[0] += row["cpu_s"]
         module[1] += row["wall_s"]
     lines = [f"{cpu:8.0f} {wall:8.0f}  {name}" for name, (cpu, wall)
              in sorted(by_module.items(), key=lambda kv: -kv[1][0])]
     kinds = collections.defaultdict(lambda: [0, 0.0])
-    processes = path.replace(".jsonl", "-processes.json")
-    if os.path.exists(processes):
-        for proc in json.loads(Path(processes).read_text()).values():
+    for processes in Path(path).parent.glob(Path(path).stem + "-processes-*.json"):
+        for proc in json.loads(processes.read_text()).values():
             kind = kinds["pyspark.daemon" if "pyspark.daemon" in proc["cmd"] else proc["comm"]]
             kind[0] += 1
             kind[1] += proc.get("cpu", 0.0)
-    return "\n".join(["  cpu s   wall s  module", *lines, "", "processes: kind, count, cpu s",
+    return "\n".join(["  cpu s   wall s  module", *lines, *_timelines(rows), "", "processes: kind, count, cpu s",
                       *(f"{k} {n} {cpu:.0f}" for k, (n, cpu) in sorted(kinds.items(), key=lambda kv: -kv[1][1]))])
+
+
+def _timelines(rows: list[dict]) -> list[str]:
+    """Per worker, each module's start and end (s from the run's first test); the machine's busy time."""
+    timed = [r for r in rows if "start" in r]
+    if len({r["worker"] for r in timed}) < 2:
+        return []
+    t0 = min(r["start"] for r in timed)
+    first, last = min(timed, key=lambda r: r["start"]), max(timed, key=lambda r: r["start"] + r["wall_s"])
+    wall = last["start"] + last["wall_s"] - t0
+    busy = last["busy_at_start"] + last["cpu_s"] - first["busy_at_start"]
+    out = ["", f"workers: {wall:.0f} s, the machine busy {busy:.0f} core-s ({busy / wall:.2f} cores)"]
+    for worker in sorted({r["worker"] for r in timed}):
+        spans: dict[str, list[float]] = {}
+        for r in sorted((r for r in timed if r["worker"] == worker), key=lambda r: r["start"]):
+            span = spans.setdefault(r["test"].split("::")[0], [r["start"], 0.0])
+            span[1] = r["start"] + r["wall_s"]
+        out += [f"{worker}:", *(f"  {a - t0:6.0f} {b - t0:6.0f}  {m}" for m, (a, b) in spans.items())]
+    return out
 
 
 if __name__ == "__main__":
