@@ -35,37 +35,29 @@ def _descends_from(pid: int, ancestor: int) -> bool:
         return False
 
 
-def _identity(pid: int) -> tuple[int, float]:
-    """A process's pid and start time (a pid alone may be used again)."""
-    return pid, psutil.Process(pid).create_time()
-
-
 class ArgvWatch(threading.Thread):
-    """The command line of every process started while the run goes on, polled from /proc (one
+    """The command line of every process started while the run goes on, polled (one
     running before it, such as a JVM an earlier test's process leaves as it exits, is none of the
     run's); and each private properties file a spark-submit of this test's run was given (a process
-    started by this one: the suite's other worker submits its own), as it was while it existed."""
+    started by this one: the suite's other workers submit their own), as it was while it existed."""
 
     def __init__(self):
         super().__init__(daemon=True)
         self.seen: set[tuple[str, ...]] = set()
         self.files: dict[str, tuple[int, str]] = {}  # path -> (mode, text)
         self.done = threading.Event()
+        # a process by pid and start time (a pid alone may be used again)
         self.before = {(p.pid, p.info["create_time"]) for p in psutil.process_iter(["create_time"])}
 
     def run(self):
         while not self.done.is_set():
-            for proc in Path("/proc").iterdir():
-                if not proc.name.isdigit():
+            # psutil leaves out a process gone meanwhile; one not ours to read has no cmdline (None)
+            for proc in psutil.process_iter(["cmdline", "create_time"]):
+                if (proc.pid, proc.info["create_time"]) in self.before or not proc.info["cmdline"]:
                     continue
-                try:
-                    if _identity(int(proc.name)) in self.before:
-                        continue
-                    argv = tuple(a.decode(errors="replace") for a in (proc / "cmdline").read_bytes().split(b"\0") if a)
-                except (OSError, psutil.Error):  # gone meanwhile, or not ours to read
-                    continue
+                argv = tuple(proc.info["cmdline"])
                 self.seen.add(argv)
-                if "--properties-file" in argv[:-1] and _descends_from(int(proc.name), os.getpid()):
+                if "--properties-file" in argv[:-1] and _descends_from(proc.pid, os.getpid()):
                     path = argv[argv.index("--properties-file") + 1]
                     if path not in self.files:
                         try:
