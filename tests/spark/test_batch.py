@@ -70,7 +70,8 @@ def _results_snapshots(spark, cfg) -> int:
     return spark.sql(f"SELECT count(*) AS n FROM {results_table(cfg)}.snapshots").collect()[0]["n"]
 
 
-def test_one_application_cleans_every_good_table_and_contains_each_broken_one(spark, lake_config, table_name):
+def test_one_application_cleans_every_good_table_and_contains_each_broken_one(codegen, lake_config, table_name):
+    spark = codegen  # Spark's defaults, as a caller's session has them: the application turns it off and back
     cfg, ns = lake_config, table_name.replace("t.", "b_")
     good = [f"{ns}.offsets", f"{ns}.stamps", f"{ns}.cdc"]
     invalid, corrupt, breaking = f"{ns}.invalid", f"{ns}.corrupt", f"{ns}.breaking"

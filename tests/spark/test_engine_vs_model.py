@@ -108,9 +108,11 @@ def test_versioned_key_map_matches_reference_model(spark, lake_config, scenario)
 
 @examples(5)
 @given(scenario())
-def test_spark_job_matches_reference_model_on_the_jdbc_catalog(spark, pg_config, scenario):
+def test_spark_job_matches_reference_model_on_the_jdbc_catalog(codegen, pg_config, scenario):
     """The same property on Iceberg's JDBC catalog on PostgreSQL (fewer examples: the rules are the
-    same code; what differs is the catalog's commits and metadata)."""
+    same code; what differs is the catalog's commits and metadata), with Spark's code generation on
+    as for a large table."""
+    spark = codegen
     _check_against_model(spark, pg_config, scenario)
 
 
@@ -128,8 +130,10 @@ def test_spark_job_matches_reference_model_on_format_v3(spark, lake_config, stra
 
 
 @pytest.mark.parametrize("strategy", ["offset", "timestamp"])
-def test_above_the_broadcast_bound_joins_shuffle_and_agree_with_the_model(spark, lake_config, strategy, monkeypatch):
-    """Past BROADCAST_ROWS_MAX nothing is broadcast (memory stays bounded for any key count)."""
+def test_above_the_broadcast_bound_joins_shuffle_and_agree_with_the_model(codegen, lake_config, strategy, monkeypatch):
+    """Past BROADCAST_ROWS_MAX nothing is broadcast (memory stays bounded for any key count); code
+    generation on, as for the large table this stands in for."""
+    spark = codegen
     from lakecleaner.spark import frames
 
     monkeypatch.setattr(frames, "BROADCAST_ROWS_MAX", 0)
@@ -159,9 +163,11 @@ def test_keyless_log_ends_of_an_unpartitioned_table_agree_with_the_model(spark, 
     _check_against_model(spark, lake_config, (props, False, batches, [(0, 1), (0, 1), (1, 1), (2, 1)]))
 
 
-def test_offset_map_over_budget_and_within_agree_with_the_model(spark, lake_config, monkeypatch):
+def test_offset_map_over_budget_and_within_agree_with_the_model(codegen, lake_config, monkeypatch):
     """An offset-strategy run over budget takes its range first and maps it; one within budget maps
-    the whole dirty part directly. Both ways, in one table's life, against the model."""
+    the whole dirty part directly. Both ways, in one table's life, against the model, with code
+    generation on as for the large table a budget is for."""
+    spark = codegen
     from lakecleaner.spark import plans
 
     prebuilt_seen = []
