@@ -65,3 +65,22 @@ def test_spark_reads_the_private_properties_file_as_written(tmp_path, monkeypatc
     assert "spark.sql.catalog.lake.jdbc.schema-version" not in got["session"]
     assert got["session"]["spark.sql.session.timeZone"] == "UTC"  # the cleaner's own conf is set
     assert TRICKY not in " ".join(sys.argv)
+
+
+def test_a_jvm_class_named_again_is_not_looked_up_again(spark):
+    """The session's py4j keeps what each name resolved to (session.memoize_jvm_lookups): PySpark
+    names classes on every call, and each lookup is a class-loader search through Spark's jars."""
+    client = spark._jvm._gateway_client
+    sent, send = [], client.send_command
+    client.send_command = lambda command, *args, **kw: sent.append(command) or send(command, *args, **kw)
+    try:
+        first = spark._jvm.org.apache.spark.util.SizeEstimator
+        asked_first = len(sent)
+        again = spark._jvm.org.apache.spark.util.SizeEstimator
+        asked_again = len(sent) - asked_first
+        functions = [spark._jvm.functions for _ in range(3)]
+    finally:
+        del client.send_command
+    assert asked_first >= 1 and asked_again == 0 and again is first
+    assert len(sent) - asked_first <= 1 and functions[0] is functions[2]
+    assert first.estimate("x") > 0  # the kept class still works
