@@ -24,8 +24,6 @@ def launch_conf() -> dict[str, str]:
         return {}
     from pyspark import SparkConf, SparkContext
 
-    memoize_jvm_lookups()
-
     SparkContext._ensure_initialized()  # joins spark-submit's JVM, whose system properties hold the conf
     return dict(SparkConf().getAll())
 
