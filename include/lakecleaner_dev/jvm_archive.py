@@ -29,6 +29,7 @@ OPT_OUT_ENV = "LAKECLEANER_TEST_JVM_ARCHIVE"
 # What a JVM that uses the archive adds to its options; -Xshare:auto (the default) runs without it
 # where it does not match.
 QUIET = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
+USE_ARCHIVE = "-XX:SharedArchiveFile="  # what archive_options adds and archive_in reads back
 
 
 def warm_up_config(workdir: str) -> LakecleanerConfig:
@@ -54,12 +55,12 @@ def archive_options(cache_dir: Path, base_options: str, timeout_s: float = 300) 
     problem = None if archive.exists() else _make(archive, base_options, timeout_s)
     if problem:
         return base_options, f"no class-data-sharing archive, spark-submits start without one: {problem}"
-    return f"{base_options} -XX:SharedArchiveFile={archive} {QUIET}".strip(), None
+    return f"{base_options} {USE_ARCHIVE}{archive} {QUIET}".strip(), None
 
 
 def archive_in(options: str) -> Path | None:
     """The archive a SPARK_SUBMIT_OPTS value (archive_options') names, if any."""
-    found = re.search(r"-XX:SharedArchiveFile=(\S+)", options)
+    found = re.search(re.escape(USE_ARCHIVE) + r"(\S+)", options)
     return Path(found.group(1)) if found else None
 
 

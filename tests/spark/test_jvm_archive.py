@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from lakecleaner.core.submit import spark_submit_binary
-from lakecleaner_dev.jvm_archive import OPT_OUT_ENV, QUIET, TEST_JVM_OPTIONS, archive_in
+from lakecleaner_dev.jvm_archive import OPT_OUT_ENV, QUIET, TEST_JVM_OPTIONS, USE_ARCHIVE, archive_in
 
 pytestmark = pytest.mark.spark
 
@@ -35,7 +35,7 @@ def test_a_spark_submit_loads_sparks_classes_from_the_archive():
 
 
 def test_a_jvm_that_cannot_use_the_archive_runs_without_it_silently(tmp_path):
-    done = _submit_version(f"-XX:SharedArchiveFile={tmp_path / 'missing.jsa'} {QUIET}")
+    done = _submit_version(f"{USE_ARCHIVE}{tmp_path / 'missing.jsa'} {QUIET}")
     assert done.returncode == 0 and "version 3.5" in done.stderr
     assert "cds" not in (done.stdout + done.stderr).lower()
 
@@ -51,6 +51,6 @@ def test_the_sessions_jvm_maps_the_archive_on_c1_with_the_tiered_code_cache(spar
     in_effect = {name: diagnostic.getVMOption(name).getValue() for name in ("TieredStopAtLevel", "ReservedCodeCacheSize")}
     assert in_effect == {"TieredStopAtLevel": "1", "ReservedCodeCacheSize": str(240 * 2**20)}, in_effect
     if os.environ.get(OPT_OUT_ENV) == "0":
-        assert not any("SharedArchiveFile" in a for a in arguments), arguments
+        assert not any(a.startswith(USE_ARCHIVE) for a in arguments), arguments
         return
-    assert archive and f"-XX:SharedArchiveFile={archive}" in arguments, arguments
+    assert archive and f"{USE_ARCHIVE}{archive}" in arguments, arguments
