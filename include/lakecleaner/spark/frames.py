@@ -42,6 +42,15 @@ def local_frame(spark, rows: Iterable[Sequence[Any]], schema: StructType | str) 
     return spark.createDataFrame(pd.DataFrame(data, columns=struct.names, dtype=object), struct)
 
 
+def detached(df: DataFrame) -> DataFrame:
+    """A small frame's rows as a local relation, no longer a read of its tables: Spark recaches every
+    cached frame over a table it writes to, and a recache racing the frame's own unpersist (another
+    thread's write) puts the cache back for good. Copied in the JVM, so values (timestamps above all)
+    do not make a round trip through Python."""
+    jdf = df._jdf
+    return DataFrame(df.sparkSession._jsparkSession.createDataFrame(jdf.collectAsList(), jdf.schema()), df.sparkSession)
+
+
 def _has_floating(dt: DataType) -> bool:
     if isinstance(dt, (FloatType, DoubleType)):
         return True

@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from lakecleaner.core.config import CHECKPOINT_PROPERTY, DEFAULT_INTERVAL_MS, LakecleanerConfig, TableConfig
 from lakecleaner.core.table import TableRef
 from lakecleaner.spark.catalog import load_table_config
-from lakecleaner.spark.frames import Frames, local_frame
+from lakecleaner.spark.frames import Frames, detached, local_frame
 from lakecleaner.spark.history import ensure_history_table, ensure_own_table
 from lakecleaner.core.rules import Checkpoint, tombstone_expired_sql
 from lakecleaner.core.quality_results import RESULTS_SCHEMA, docs_location, publish_docs, results_table
@@ -282,9 +282,11 @@ class QualitySuites:
         # runs, the first time), so each run's removals are judged once and a rerun judges the same ones.
         previous = self._previous(spark, ref.short, now_ms)
         ensure_history_table(spark, cfg)
-        runs_df = spark.table(cfg.history_table).where(
+        # Other tables' runs append to the history table while this one is validated (a packed
+        # application): the batch of runs is a copy, which their writes do not recache under GX's feet.
+        runs_df = detached(spark.table(cfg.history_table).where(
             (F.col("table_name") == ref.short) & (F.col("now_ms") <= now_ms)
-            & (F.col("now_ms") > previous if previous is not None else F.lit(True)))
+            & (F.col("now_ms") > previous if previous is not None else F.lit(True))))
 
         outcome, pages = [], []
         with self.lock:
