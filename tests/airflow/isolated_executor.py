@@ -62,8 +62,10 @@ class IsolatedTaskExecutor(BaseExecutor):
             # (which goes to /tmp whatever java.io.tmpdir says), for every JVM the task starts.
             "JAVA_TOOL_OPTIONS": f"-Djava.io.tmpdir={tmp} -Dspark.local.dir={tmp} -XX:-UsePerfData",
             "SPARK_LOCAL_DIRS": str(tmp),
-            # Python's bytecode caches go to the task's scratch space, not next to the sources
-            "PYTHONPYCACHEPREFIX": str(tmp / "pycache"),
+            # Python reads the bytecode the image was built with and writes none, as in a pod whose
+            # image is read-only. (A cache prefix in the task's scratch space would make every task
+            # compile all it imports anew: Airflow, PySpark and GX, about 7 CPU s a process.)
+            "PYTHONDONTWRITEBYTECODE": "1",
         })
         started = time.monotonic()
         proc = subprocess.run(
