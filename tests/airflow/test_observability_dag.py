@@ -6,9 +6,10 @@ cleaning application on a throwaway Hadoop warehouse):
 - a real notifier class configured in the YAML (``recording_notifier.RecordingNotifier``) gets a
   new uncleanable mark, a failed fail-severity quality rule and a table still past its lag;
 - the compacted table gets an asset event (read back from Airflow's database) through the alias;
-- a pending request in the erasure request table erases a key of a fourth, already clean table before
-  evaluation (audited by hash; the key in no XCom or rendered field of the run), and the evaluate task
-  records the evaluation the UI pages present.
+- the evaluate task records the evaluation the UI pages present.
+
+A pending erasure request carried out by a DAG run (audited by hash, the key in no XCom or rendered
+field of the run): tests/airflow/test_openlineage_dag.py's run, which has one.
 """
 from __future__ import annotations
 
@@ -26,16 +27,13 @@ import pytest
 
 from lakecleaner.core.config import load_config
 from lakecleaner.spark.engine import compact_table
-from lakecleaner.spark.erasure_requests import ensure_requests_table
-from lakecleaner.core.erasure_requests import requests_table
 from lakecleaner_dev.tables import append, create_compacted_table
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark,
               pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")]
 
 CATALOG = "obstest"  # its own catalog and warehouse
-GOOD, FAILING, DUPES, FORGET = "o.good", "o.failing_late", "o.dupes", "o.forget_me"
-ERASED = "erase-me-4f1d"  # distinctive: searched for in everything Airflow keeps of the run
+GOOD, FAILING, DUPES = "o.good", "o.failing_late", "o.dupes"
 
 
 def _rows(start, n, keys=5):
@@ -156,13 +154,6 @@ def run(spark, obs_config, statsd, dagbag):
     ref = create_compacted_table(spark, cfg, DUPES, props)
     append(spark, ref, _rows(0, 10) + [{"key": "other", "offset": 9, "partition": 0, "value": "x"}])  # 2 winners at 9
 
-    ref = create_compacted_table(spark, cfg, FORGET, {**props, "min.cleanable.dirty.ratio": "0.99"})
-    append(spark, ref, _rows(0, 20) + [{"key": ERASED, "offset": 20, "partition": 0, "value": "x"}])
-    compact_table(spark, cfg, FORGET, now_ms=int(time.time() * 1000))  # clean: nothing for the DAG to compact
-    # a data-protection team's request, written with SQL (writing there is the permission to erase)
-    ensure_requests_table(spark, cfg)
-    spark.sql(f"INSERT INTO {requests_table(cfg)} VALUES ('dpo-1', '{FORGET}', map('key', '{ERASED}'), "
-              "current_timestamp(), 'dpo@example.org', 'ticket 1', 'pending', NULL, NULL, NULL)")
 
     built = dt.datetime.now(dt.timezone.utc)
     tick = built.replace(second=0, microsecond=0) + dt.timedelta(minutes=15 - built.minute % 15)
@@ -227,45 +218,6 @@ def test_the_compacted_table_gets_an_asset_event_with_the_runs_figures(run, obs_
     assert extra["removed_superseded"] == 35 and extra["records_read"] == 40
 
 
-def test_a_pending_request_erases_the_key_before_evaluation_and_audits_its_hash(run, spark, obs_config):
-    from lakecleaner.core.table import TableRef
-    from lakecleaner.spark.forget import read_audit
-
-    cfg, _ = obs_config
-    dr, _, _ = run
-    ref = TableRef.parse(FORGET, cfg.catalog.name)
-    spark.sql(f"REFRESH TABLE {ref.sql()}")
-    keys = sorted(r["key"] for r in spark.table(ref.sql()).collect())
-    assert keys == ["k0", "k1", "k2", "k3", "k4"]  # one record per key after the setup's compaction; ERASED gone
-    (audit,) = read_audit(spark, cfg, FORGET)
-    assert audit["removed_records"] == 1 and audit["key_hash"] and ERASED not in json.dumps(audit, default=str)
-    assert (audit["status"], audit["requested_by"], audit["reason"], audit["dag_run_id"]) == (
-        "forgotten", "dpo@example.org", "ticket 1", dr.run_id)
-    spark.sql(f"REFRESH TABLE {requests_table(cfg)}")
-    (request,) = [r.asDict() for r in spark.table(requests_table(cfg)).collect()]
-    assert request["status"] == "done" and request["key"] is None and request["processed_by"] == dr.run_id
-
-
-def test_the_erased_key_is_in_no_xcom_or_rendered_field_of_the_run(run):
-    """Airflow keeps XComs and rendered fields (the spark-submit arguments among them) with the run,
-    shown to anyone who may read it: they carry the request's id, never its key."""
-    from sqlalchemy import select
-
-    from airflow.models.renderedtifields import RenderedTaskInstanceFields
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    dr, _, _ = run
-    with create_session() as session:
-        xcoms = session.execute(select(XComModel.task_id, XComModel.value).where(XComModel.run_id == dr.run_id)).all()
-        rendered = session.execute(select(RenderedTaskInstanceFields.task_id, RenderedTaskInstanceFields.rendered_fields)
-                                   .where(RenderedTaskInstanceFields.run_id == dr.run_id)).all()
-    forget_xcom = [json.dumps(v, default=str) for task, v in xcoms if task == "forget_requests"]
-    assert forget_xcom and "dpo-1" in forget_xcom[0]  # the request went through XCom by its id
-    for task, value in [*xcoms, *rendered]:
-        assert ERASED not in json.dumps(value, default=str), task
-
-
 def test_the_evaluate_task_records_the_evaluation_the_pages_present(run, obs_config):
     from lakecleaner.core.scheduler import last_evaluation
 
@@ -273,4 +225,4 @@ def test_the_evaluate_task_records_the_evaluation_the_pages_present(run, obs_con
     _, now_ms, _ = run
     recorded = last_evaluation(cfg)
     assert recorded is not None and recorded.now_ms == now_ms
-    assert {r["table"] for r in recorded.tables} == {GOOD, FAILING, DUPES, FORGET}
+    assert {r["table"] for r in recorded.tables} == {GOOD, FAILING, DUPES}

@@ -6,7 +6,9 @@ file transport and read back:
   location (``file`` + path, as openlineage-spark names it), with the symlinks facet (the Hadoop
   warehouse's identifier, and the asset's), the catalog facet, input/output statistics and the
   ``lakecleaner_compaction`` run facet with the run's figures; a table not compacted is not in it;
-- the ``forget`` task's COMPLETE event names the table a request was carried out on;
+- the ``forget`` task's COMPLETE event names the table a request was carried out on; the request
+  erased the key before evaluation, audited by its hash, and the key is in no XCom or rendered
+  field of the run;
 - an ``iceberg://`` asset converts to the identifier the datasets carry as a symlink.
 
 The provider decides whether it is enabled when Airflow first loads it (its plugin and its cached
@@ -135,6 +137,46 @@ def test_the_forget_tasks_complete_event_names_the_table_a_request_was_carried_o
     assert event["run"]["facets"]["lakecleaner_forget"]["requests"] == [
         {"request_id": "dpo-ol", "table": FORGET, "status": "done"}]
     assert ERASED not in json.dumps(got)  # never a key
+
+
+def test_a_pending_request_erases_the_key_before_evaluation_and_audits_its_hash(events, spark):
+    from lakecleaner.core.table import TableRef
+    from lakecleaner.spark.forget import read_audit
+
+    cfg, run, _ = events
+    ref = TableRef.parse(FORGET, cfg.catalog.name)
+    spark.sql(f"REFRESH TABLE {ref.sql()}")
+    keys = sorted(r["key"] for r in spark.table(ref.sql()).collect())
+    assert keys == ["k0", "k1", "k2", "k3", "k4"]  # one record per key after the setup's compaction; ERASED gone
+    (audit,) = read_audit(spark, cfg, FORGET)
+    assert audit["removed_records"] == 1 and audit["key_hash"] and ERASED not in json.dumps(audit, default=str)
+    assert (audit["status"], audit["requested_by"], audit["reason"], audit["dag_run_id"]) == (
+        "forgotten", "dpo@example.org", "ticket", run["run_id"])
+    spark.sql(f"REFRESH TABLE {requests_table(cfg)}")
+    (request,) = [r.asDict() for r in spark.table(requests_table(cfg)).collect()]
+    assert request["status"] == "done" and request["key"] is None and request["processed_by"] == run["run_id"]
+
+
+def test_the_erased_key_is_in_no_xcom_or_rendered_field_of_the_run(events):
+    """Airflow keeps XComs and rendered fields (the spark-submit arguments among them) with the run,
+    shown to anyone who may read it: they carry the request's id, never its key."""
+    from sqlalchemy import select
+
+    from airflow.models.renderedtifields import RenderedTaskInstanceFields
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    _, run, _ = events
+    with create_session() as session:
+        xcoms = session.execute(select(XComModel.task_id, XComModel.value)
+                                .where(XComModel.run_id == run["run_id"])).all()
+        rendered = session.execute(select(RenderedTaskInstanceFields.task_id, RenderedTaskInstanceFields.rendered_fields)
+                                   .where(RenderedTaskInstanceFields.run_id == run["run_id"])).all()
+    forget_xcom = [json.dumps(v, default=str) for task, v in xcoms if task == "forget_requests"]
+    assert forget_xcom and "dpo-ol" in forget_xcom[0]  # the request went through XCom by its id
+    assert rendered  # the run's rendered fields are there to search
+    for task, value in [*xcoms, *rendered]:
+        assert ERASED not in json.dumps(value, default=str), task
 
 
 def test_an_iceberg_asset_converts_to_the_identifier_the_datasets_carry(events):
