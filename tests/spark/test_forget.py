@@ -213,11 +213,32 @@ def test_the_cli_forgets_through_spark_submit_with_the_keys_never_on_argv(spark,
     spark.sql(f"REFRESH TABLE {audit_table(lake_config)}")
     audit = read_audit(spark, lake_config, table_name)
     assert {(a["reason"], a["requested_by"], a["status"]) for a in audit} == {("-urgent", getpass.getuser(), "forgotten")}
-    # a bad key: the request is rejected, named, and its keys leave the request table too
-    proc = subprocess.run([*cli, "--keys", "-"], input='{"tenant": 7, "nope": 1}\n', capture_output=True, text=True)
-    assert proc.returncode == 1 and f"table {table_name}: bad key: unknown key column(s) nope" in proc.stdout
     requests = _requests(spark, lake_config, table_name)
-    assert sorted(r["status"] for r in requests) == ["done", "done", "rejected"] and not any(r["key"] for r in requests)
+    assert sorted(r["status"] for r in requests) == ["done", "done"] and not any(r["key"] for r in requests)
+    # keys from stdin, read before any Spark: a line that is not JSON stops the command (exit 2), named
+    # by its number, never its text. (A bad key the application rejects: the next test.)
+    proc = subprocess.run([*cli, "--keys", "-"], input='{"tenant": 7, "id": 42}\ntenant=8\n', capture_output=True,
+                          text=True)
+    assert proc.returncode == 2 and f"forget {table_name}: stdin: line 2 is not JSON" in proc.stderr
+    assert "tenant=8" not in proc.stderr + proc.stdout and _requests(spark, lake_config, table_name) == requests
+
+
+def test_a_request_with_a_bad_key_is_rejected_named_and_its_keys_leave_the_request_table(spark, lake_config,
+                                                                                         table_name):
+    """What the forget application does with a request the CLI enqueued: a bad key can never be
+    carried out, so the request is closed as rejected (not given back), and its keys purged."""
+    ref = _composite(spark, lake_config, table_name)
+    request = ForgetRequest(table_name, ({"tenant": 8, "id": 42}, {"tenant": 7, "nope": 1}))
+    now = int(time.time() * 1000)
+    enqueue(spark, lake_config, request, now)
+    [pending] = [r for r in pending_requests(spark, lake_config) if r.request_id == request.request_id]
+    line = carry_out(spark, lake_config, pending, now, INTERVAL, Attribution("run-1"), False)
+    assert line["status"] == "failed" and line["rejected"]
+    assert line["error"].startswith(f"table {table_name}: bad key: unknown key column(s) nope")
+    purge_closed_keys(spark, lake_config)  # what the application does once, after its requests
+    rows = _requests(spark, lake_config, table_name)
+    assert [r["status"] for r in rows] == ["rejected", "rejected"] and not any(r["key"] for r in rows)
+    assert spark.table(ref.sql()).count() == 3  # nothing deleted, not even the good key's record
 
 
 def _requests(spark, cfg, table):
