@@ -315,7 +315,7 @@ def test_cli_submits_the_job_and_prints_one_json_line(config_file, spark, lake_c
                    "anomalous", "bytes_read", "bytes_written", "files_rewritten", "duration_ms", "checkpoint"):
         assert figure in stats
     assert stats["status"] == "dry_run" and stats["removed_superseded"] > 0
-    # a table that cannot be loaded: its line and exit code 1, in test_batch's CLI test of several tables
+    # a table that cannot be loaded: its line and exit code 1, in test_standalone_cluster's CLI run of several tables
 
 
 def test_a_late_arrival_inside_the_run_range_stops_an_offset_map_run(spark, lake_config, table_name, monkeypatch):
