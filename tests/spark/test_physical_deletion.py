@@ -248,12 +248,12 @@ def test_a_corrupt_append_times_record_fails_only_its_tables_maintenance(spark, 
     from lakecleaner.core.state import local_path
 
     tables = [table_name, f"{table_name}_next"]
-    now = int(time.time() * 1000)
     for name in tables:
         ref = create_compacted_table(spark, lake_config, name, {})
         append(spark, ref, [{"key": "a", "offset": 0, "partition": 0, "value": "v0"}])
-        compact_table(spark, lake_config, name, now_ms=now)
+        assert compact_table(spark, lake_config, name)["checkpoint"] == {"0": 0}  # now: after the append
         append(spark, ref, [{"key": "a", "offset": 1, "partition": 0, "value": "v1"}])
+    now = int(time.time() * 1000)
     record = Path(local_path(lake_config.state_root)) / "append_times" / f"{table_name}.json"
     record.parent.mkdir(parents=True, exist_ok=True)
     record.write_text('{"1": 17')
