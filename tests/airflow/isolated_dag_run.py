@@ -46,8 +46,14 @@ def _rows(start: int, n: int) -> list[dict]:
 
 
 # ---------------------------------------------------------------- the lake (its own process)
-def setup(config: str, now_ms: int, out: str) -> None:
-    """Build the tables and say what the reference model keeps of each as of ``now_ms``."""
+def next_tick(after: dt.datetime) -> dt.datetime:
+    """The DAG's next scheduled moment (every 15 minutes) after ``after``: the run's now."""
+    return after.replace(second=0, microsecond=0) + dt.timedelta(minutes=15 - after.minute % 15)
+
+
+def setup(config: str, out: str) -> None:
+    """Build the tables; say which tick the run is for (the first after the last append, so the run
+    sees every record) and what the reference model keeps of each as of it."""
     from lakecleaner.core.config import load_config
     from lakecleaner.core.model import compact
     from lakecleaner.core.rules import Checkpoint
@@ -62,12 +68,14 @@ def setup(config: str, now_ms: int, out: str) -> None:
             ref = create_compacted_table(spark, cfg, table, {"compaction.retain.log.end.record": "false"})
             for batch in range(3):
                 append(spark, ref, _rows(batch * 20, 20))
+        tick_ms = int(next_tick(dt.datetime.now(dt.timezone.utc)).timestamp() * 1000)
+        for table in TABLES:
             records, tc = read_model_records(spark, cfg, table)
-            expected[table] = sorted(r.id for r in compact(records, Checkpoint(), tc, now_ms).survivors(records))
+            expected[table] = sorted(r.id for r in compact(records, Checkpoint(), tc, tick_ms).survivors(records))
             assert len(expected[table]) < len(records)
     finally:
         spark.stop()
-    Path(out).write_text(json.dumps(expected))
+    Path(out).write_text(json.dumps({"tick_ms": tick_ms, "expected": expected}))
 
 
 # ---------------------------------------------------------------- listing the file system
@@ -139,10 +147,10 @@ def _wait_for(url: str, proc: subprocess.Popen, log: Path, seconds: float = 180)
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--setup", nargs=3, metavar=("CONFIG", "NOW_MS", "OUT"))
+    p.add_argument("--setup", nargs=2, metavar=("CONFIG", "OUT"))
     args = p.parse_args()
     if args.setup:
-        setup(args.setup[0], int(args.setup[1]), args.setup[2])
+        setup(*args.setup)
         return
 
     base = Path(tempfile.mkdtemp(prefix="lakecleaner-isolation-"))
@@ -187,16 +195,16 @@ def main() -> None:
         finally:
             timings[name] = round(time.monotonic() - started, 1)
 
-    built = dt.datetime.now(dt.timezone.utc)
-    tick = built.replace(second=0, microsecond=0) + dt.timedelta(minutes=15 - built.minute % 15)
     setup_home = harness / "setup"
     setup_home.mkdir()
     setup_env = {**os.environ, **deployment, "HOME": str(setup_home), "TMPDIR": str(setup_home),
                  "JAVA_TOOL_OPTIONS": f"-Djava.io.tmpdir={setup_home} -XX:-UsePerfData",
                  "SPARK_LOCAL_DIRS": str(setup_home)}
     timed("setup (Spark: two tables)", subprocess.run, [sys.executable, __file__, "--setup", str(config),
-                                                       str(int(tick.timestamp() * 1000)), str(harness / "expected.json")],
+                                                       str(harness / "expected.json")],
           env=setup_env, check=True, cwd=setup_home, stdout=subprocess.DEVNULL)
+    built = json.loads((harness / "expected.json").read_text())
+    tick = dt.datetime.fromtimestamp(built["tick_ms"] / 1000, dt.timezone.utc)
     os.environ.update(airflow_side)  # this process is Airflow's scheduler side from here on
     timed("airflow db migrate", subprocess.run, [sys.executable, "-m", "airflow", "db", "migrate"], check=True,
           cwd=airflow_home, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -246,7 +254,7 @@ def main() -> None:
     from lakecleaner.core.metadata import MetadataReader
 
     cfg = load_config(config)
-    expected = json.loads((harness / "expected.json").read_text())
+    expected = built["expected"]
     lake = {}
     for table in TABLES:
         seen = lake[table] = {}
