@@ -203,8 +203,8 @@ def main() -> None:
     timed("setup (Spark: two tables)", subprocess.run, [sys.executable, __file__, "--setup", str(config),
                                                        str(harness / "expected.json")],
           env=setup_env, check=True, cwd=setup_home, stdout=subprocess.DEVNULL)
-    built = json.loads((harness / "expected.json").read_text())
-    tick = dt.datetime.fromtimestamp(built["tick_ms"] / 1000, dt.timezone.utc)
+    lake_made = json.loads((harness / "expected.json").read_text())  # the tick and the model's survivors
+    tick = dt.datetime.fromtimestamp(lake_made["tick_ms"] / 1000, dt.timezone.utc)
     os.environ.update(airflow_side)  # this process is Airflow's scheduler side from here on
     timed("airflow db migrate", subprocess.run, [sys.executable, "-m", "airflow", "db", "migrate"], check=True,
           cwd=airflow_home, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -254,7 +254,7 @@ def main() -> None:
     from lakecleaner.core.metadata import MetadataReader
 
     cfg = load_config(config)
-    expected = built["expected"]
+    expected = lake_made["expected"]
     lake = {}
     for table in TABLES:
         seen = lake[table] = {}
