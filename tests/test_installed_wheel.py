@@ -35,6 +35,7 @@ from lakecleaner.airflow.provider import OPTION_DEFAULTS
 from lakecleaner.core.config import load_config
 from lakecleaner.core.model import compact
 from lakecleaner.core.rules import Checkpoint
+from lakecleaner_dev.schedule import next_tick
 from lakecleaner_dev.tables import append, create_compacted_table, read_model_records
 
 pytestmark = [pytest.mark.slow, pytest.mark.airflow, pytest.mark.spark]
@@ -184,8 +185,7 @@ def lake(deployment, spark):
     for batch in range(3):  # 5 keys, 2 partitions, every 7th record a tombstone
         append(spark, ref, [{"key": f"k{i % 5}", "offset": i, "partition": i % 2,
                              "value": None if i % 7 == 0 else f"v{i}"} for i in range(batch * 20, batch * 20 + 20)])
-    built = dt.datetime.now(dt.timezone.utc)
-    tick = built.replace(second=0, microsecond=0) + dt.timedelta(minutes=15 - built.minute % 15)
+    tick = next_tick(dt.datetime.now(dt.timezone.utc))
     now_ms = int(tick.timestamp() * 1000)
     records, tc = read_model_records(spark, cfg, TABLE)
     expected = sorted(r.id for r in compact(records, Checkpoint(), tc, now_ms).survivors(records))

@@ -46,11 +46,6 @@ def _rows(start: int, n: int) -> list[dict]:
 
 
 # ---------------------------------------------------------------- the lake (its own process)
-def next_tick(after: dt.datetime) -> dt.datetime:
-    """The DAG's next scheduled moment (every 15 minutes) after ``after``: the run's now."""
-    return after.replace(second=0, microsecond=0) + dt.timedelta(minutes=15 - after.minute % 15)
-
-
 def setup(config: str, out: str) -> None:
     """Build the tables; say which tick the run is for (the first after the last append, so the run
     sees every record) and what the reference model keeps of each as of it."""
@@ -58,6 +53,7 @@ def setup(config: str, out: str) -> None:
     from lakecleaner.core.model import compact
     from lakecleaner.core.rules import Checkpoint
     from lakecleaner.spark.session import get_spark
+    from lakecleaner_dev.schedule import next_tick
     from lakecleaner_dev.tables import append, create_compacted_table, read_model_records
 
     cfg = load_config(config)

@@ -23,6 +23,8 @@ from lakecleaner.spark.engine import compact_table
 from lakecleaner.core.metadata import MetadataReader
 from lakecleaner.core.quality_results import list_results
 from lakecleaner.core.state import StateStore, read_document
+from lakecleaner.core.defaults import DEFAULT_INTERVAL_MINUTES
+from lakecleaner_dev.schedule import next_tick
 from lakecleaner_dev.tables import append, create_compacted_table
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark,
@@ -32,7 +34,7 @@ pytestmark = [pytest.mark.airflow, pytest.mark.spark,
 CATALOG = "dagtest"  # its own catalog and warehouse: other tests' tables must not be evaluated here
 CLEAN, BELOW, ABOVE, PAST_LAG = "t.clean", "t.below_ratio", "t.above_ratio", "t.past_lag"
 TOMBSTONES, BROKEN, FAILING = "t.tombstones", "t.broken", "t.failing"
-INTERVAL = dt.timedelta(minutes=15)
+INTERVAL = dt.timedelta(minutes=DEFAULT_INTERVAL_MINUTES)  # the default schedule's
 
 
 def _rows(start, n, keys=5, partitions=2):
@@ -119,9 +121,7 @@ def lakehouse(dag_spark, dag_config):
     victim = spark.sql(f"SELECT file_path FROM {ref.meta('files')} LIMIT 1").collect()[0][0]
     Path(victim.replace("file:", "")).unlink()
 
-    built = dt.datetime.now(dt.timezone.utc)
-    tick = built.replace(second=0, microsecond=0) + dt.timedelta(minutes=15 - built.minute % 15)
-    return tick
+    return next_tick(dt.datetime.now(dt.timezone.utc))
 
 
 def _run(dagbag, logical_date, conf=None):

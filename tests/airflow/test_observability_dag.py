@@ -27,6 +27,7 @@ import pytest
 
 from lakecleaner.core.config import load_config
 from lakecleaner.spark.engine import compact_table
+from lakecleaner_dev.schedule import next_tick
 from lakecleaner_dev.tables import append, create_compacted_table
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark,
@@ -155,8 +156,7 @@ def run(spark, obs_config, statsd, dagbag):
     append(spark, ref, _rows(0, 10) + [{"key": "other", "offset": 9, "partition": 0, "value": "x"}])  # 2 winners at 9
 
 
-    built = dt.datetime.now(dt.timezone.utc)
-    tick = built.replace(second=0, microsecond=0) + dt.timedelta(minutes=15 - built.minute % 15)
+    tick = next_tick(dt.datetime.now(dt.timezone.utc))
     dr = dagbag.dags["lakecleaner"].test(logical_date=tick, run_conf={
         "tables": [], "force": False, "dry_run": False, "clear_uncleanable": [], "forget": []})
     time.sleep(0.5)  # the last datagrams

@@ -32,6 +32,7 @@ from lakecleaner.core.config import load_config
 from lakecleaner.core.erasure_requests import requests_table
 from lakecleaner.spark.engine import compact_table
 from lakecleaner.spark.erasure_requests import ensure_requests_table
+from lakecleaner_dev.schedule import next_tick
 from lakecleaner_dev.tables import append, create_compacted_table
 
 pytest.importorskip("airflow.providers.openlineage")
@@ -86,8 +87,7 @@ def events(spark, tmp_path_factory, airflow_db):
     log = base / "openlineage.jsonl"
     env = {**os.environ, "AIRFLOW__LAKECLEANER__CONFIG": str(config), "AIRFLOW__OPENLINEAGE__NAMESPACE": "lakes",
            "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "log_file_path": str(log), "append": True})}
-    now = dt.datetime.now(dt.timezone.utc)
-    tick = now.replace(second=0, microsecond=0) + dt.timedelta(minutes=15 - now.minute % 15)
+    tick = next_tick(dt.datetime.now(dt.timezone.utc))
     result = base / "run.json"
     proc = subprocess.run([sys.executable, "-c", RUN, str(DAGS), tick.isoformat(), str(result)], env=env,
                           capture_output=True, text=True, timeout=900)
