@@ -5,8 +5,9 @@ JDBC catalog on PostgreSQL. One live Airflow (the suite's most expensive set-up)
 - `airflow backfill create` over three past intervals of a scheduled DAG: each run cleans as of its
   own interval's end, and the table ends as the reference model says given those nows and the commit
   times the runs recorded; the Lake Cleaner page lists the runs;
-- a triggered run: the two packed Spark applications (cleaner.threads: 2) run at the same time, in
-  Airflow's default pool (a lakecleaner DAG needs no pool of its own), and each table ends exactly as the reference model says;
+- the last interval's run has a second table to clean, filled within that interval only: its two
+  packed Spark applications (cleaner.threads: 2) run at the same time, in Airflow's default pool (a
+  lakecleaner DAG needs no pool of its own), and that table ends exactly as the reference model says;
 - Airflow marks the backfill complete.
 
 The backfill needs a periodic schedule and intervals whose ends fall after the test's appends, so the
@@ -44,20 +45,21 @@ pytestmark = [pytest.mark.airflow, pytest.mark.spark]
 
 REPO = Path(__file__).resolve().parents[2]
 _SUFFIX = int(time.time()) % 10**6
-NAMESPACE = f"dagpg{_SUFFIX}"  # the triggered run's tables
-TABLES = (f"{NAMESPACE}.orders", f"{NAMESPACE}.users")
-BF_NAMESPACE = f"dagbf{_SUFFIX}"  # the backfill's table; the DAG evaluates both namespaces
-BF_TABLE = f"{BF_NAMESPACE}.events"
+NAMESPACE = f"dagbf{_SUFFIX}"  # the namespace the DAG evaluates
+BF_TABLE = f"{NAMESPACE}.events"  # cleaned by every run of the backfill
+# Empty until the last interval: its run's second application (an empty table is clean, and rows
+# appended after a run's now are too young for it)
+LATE_TABLE = f"{NAMESPACE}.orders"
 # Short enough that a horizon counted from a backfill's now (FIRE_GAP apart) or from the wall clock (runs
 # tens of seconds apart) would remove batch 1's tombstones; counted from the real clean it never passes
 # during the backfill, whose nows all lie before its first commit.
 BF_PROPERTIES = {"delete.retention.ms": "10000", "min.cleanable.dirty.ratio": "0.01"}
-FIRE_GAP = dt.timedelta(seconds=20)  # between the DAG's three fire times: room for one append batch
+FIRE_GAP = dt.timedelta(seconds=20)  # between the DAG's fire times: room for a batch (and the late table's)
 
 
-def _rows(start, n, keys=6):
+def _late_rows(n=50, keys=6):
     return [{"key": f"k{i % keys}", "offset": i, "partition": i % 2, "value": None if i % 9 == 0 else f"v{i}"}
-            for i in range(start, start + n)]
+            for i in range(n)]
 
 
 def _bf_batches() -> list[list[dict]]:
@@ -70,7 +72,7 @@ def _bf_batches() -> list[list[dict]]:
 
 
 def _config(pg_config, path: Path) -> Path:
-    doc = config_document(pg_config, cleaner={"threads": 2, "namespaces": [NAMESPACE, BF_NAMESPACE]})
+    doc = config_document(pg_config, cleaner={"threads": 2, "namespaces": [NAMESPACE]})
     doc["spark"].update(master="local[1]", driver_memory="1g")
     path.write_text(yaml.safe_dump(doc))
     return path
@@ -209,6 +211,7 @@ class Live:
     batches: list[list[dict]]
     records: list = field(default_factory=list)  # the backfill table's records before any run (model input)
     tc: object = None
+    late: tuple = ()  # the late table's records and table config before the run that cleans it
     backfill_id: int | None = None
     _runs: list[tuple] | None = None
 
@@ -227,9 +230,10 @@ class Live:
 @pytest.fixture(scope="module")
 def live(spark, pg_config, tmp_path_factory):
     """Airflow with the DAG scheduled at three coming moments, paused; one append batch before each of
-    them; after the last, the triggered run's tables, then `airflow backfill create` over the three
+    them, the late table's rows before the last; then `airflow backfill create` over the three
     intervals (the command the README shows) and the DAG unpaused."""
     ref = create_compacted_table(spark, pg_config, BF_TABLE, BF_PROPERTIES)
+    late = create_compacted_table(spark, pg_config, LATE_TABLE)
     batches = _bf_batches()
     append(spark, ref, batches[0])
     fires = _fire_times(time.time())
@@ -241,13 +245,9 @@ def live(spark, pg_config, tmp_path_factory):
         for fire, batch in zip(fires, batches[1:]):  # each batch committed after the interval before it ends
             airflow.wait(f"{fire:%H:%M:%S}", lambda fire=fire: time.time() >= fire.timestamp() + 1)
             append(spark, ref, batch)
+        append(spark, late, _late_rows())  # within the last interval, after the batch before it
         airflow.wait(f"{fires[-1]:%H:%M:%S}", lambda: time.time() >= fires[-1].timestamp() + 1)
         records, tc = read_model_records(spark, pg_config, BF_TABLE)
-        # Appended after the backfill's last interval: too young for every backfill run to touch.
-        for i, table in enumerate(TABLES):
-            other = create_compacted_table(spark, pg_config, table)
-            append(spark, other, _rows(0, 40 + 10 * i))
-            append(spark, other, _rows(40 + 10 * i, 30))
         airflow.wait("the scheduled DAG in the metadata database", lambda: airflow.query(
             "SELECT dag_id FROM dag WHERE dag_id = 'lakecleaner' AND is_paused AND timetable_summary = %s",
             schedule), timeout=300)
@@ -260,7 +260,8 @@ def live(spark, pg_config, tmp_path_factory):
                 "queued"}
             time.sleep(2)
         airflow.airflow("dags", "unpause", "lakecleaner")
-        yield Live(airflow, fires, batches, records, tc, backfill_id)
+        yield Live(airflow, fires, batches, records, tc, read_model_records(spark, pg_config, LATE_TABLE),
+                   backfill_id)
     finally:
         airflow.stop()
     assert airflow.leftovers == [], "processes of this Airflow outlived its stop (killed now)"
@@ -308,7 +309,7 @@ def test_airflow_backfill_create_cleans_each_interval_as_of_its_end(spark, pg_co
     ckpt = Checkpoint.from_json(prop["value"])
     commits = [at for at, _, _ in ckpt.history]
     windows = [live.airflow.query("SELECT start_date, end_date FROM task_instance WHERE run_id = %s AND "
-                                  "task_id = 'clean'", r[0]) for r in runs]
+                                  "task_id = 'clean' AND rendered_map_index = %s", r[0], BF_TABLE) for r in runs]
     assert len(commits) == 3 and ckpt.as_of_ms == ends[-1], ckpt
     assert all(_ms(start) <= c <= _ms(end) for c, [(start, end)] in zip(commits, windows)), (commits, windows)
 
@@ -327,41 +328,40 @@ def test_airflow_backfill_create_cleans_each_interval_as_of_its_end(spark, pg_co
     assert sorted((r["now_ms"], r["status"]) for r in view["runs"]) == [(e, "committed") for e in ends], view["runs"]
 
 
-def test_make_airflow_pg_runs_two_applications_at_once_on_the_jdbc_catalog(spark, pg_config, live):
-    airflow = live.airflow
-    live.backfill_runs()  # one run at a time (max_active_runs): the backfill's end first
-    airflow.wait("the DAG unpaused", lambda: airflow.query(
-        "SELECT dag_id FROM dag WHERE dag_id = 'lakecleaner' AND NOT is_paused"))
-    expected = {}
-    now = int(time.time() * 1000)
-    for table in TABLES:
-        records, tc = read_model_records(spark, pg_config, table)
-        expected[table] = sorted(r.id for r in compact(records, Checkpoint(), tc, now).survivors(records))
-    run_id = f"manual__pg_{now}"
-    # its own tables: the backfill's has tombstones due by now
-    airflow.airflow("dags", "trigger", "lakecleaner", "--run-id", run_id, "--conf", json.dumps({"tables": TABLES}))
-    state = airflow.wait("the DAG run to end", lambda: airflow.query(
-        "SELECT state FROM dag_run WHERE run_id = %s AND state IN ('success', 'failed')", run_id), timeout=900)
-    clean = airflow.query("SELECT map_index, state, start_date, end_date, rendered_map_index FROM task_instance "
-                          "WHERE dag_id = 'lakecleaner' AND run_id = %s AND task_id = 'clean' ORDER BY map_index",
-                          run_id)
-    assert state == [("success",)], (clean, airflow.tail())
-    assert [row[1] for row in clean] == ["success", "success"], clean
-    assert sorted(row[4] for row in clean) == sorted(TABLES)  # one application per table, named by it
+def test_the_last_intervals_run_cleans_two_tables_in_two_applications_at_once(spark, pg_config, live):
+    """The late table, filled within the last interval only, is that run's second application."""
+    runs = live.backfill_runs()
+    assert [(r[1], r[2]) for r in runs] == [("success", "backfill")] * 3, (runs, live.airflow.tail())
+    clean = {run_id: live.airflow.query(
+        "SELECT map_index, state, start_date, end_date, rendered_map_index, pool FROM task_instance "
+        "WHERE dag_id = 'lakecleaner' AND run_id = %s AND task_id = 'clean' ORDER BY map_index", run_id)
+        for run_id, *_ in runs}
+    # one application per table, named by it: the late table's rows were too young for the earlier nows
+    assert [[row[4] for row in clean[r[0]]] for r in runs[:2]] == [[BF_TABLE], [BF_TABLE]], clean
+    last = clean[runs[-1][0]]
+    assert sorted(row[4] for row in last) == sorted((BF_TABLE, LATE_TABLE)), last
+    assert [row[1] for row in last] == ["success", "success"], last
     # both applications ran at the same time, with no pool of their own
-    assert max(row[2] for row in clean) < min(row[3] for row in clean), clean
-    assert airflow.query("SELECT DISTINCT pool FROM task_instance WHERE dag_id = 'lakecleaner' AND run_id = %s "
-                         "AND task_id = 'clean'", run_id) == [("default_pool",)]
-    for table in TABLES:
-        spark.catalog.refreshTable(f"{pg_config.catalog.name}.{table}")
-        kept = sorted((r["partition"], r["offset"]) for r in
-                      spark.table(f"{pg_config.catalog.name}.{table}").select("partition", "offset").collect())
-        assert kept == expected[table], table
+    assert max(row[2] for row in last) < min(row[3] for row in last), last
+    assert {row[5] for rows in clean.values() for row in rows} == {"default_pool"}
+
+    records, tc = live.late
+    end = _ms(live.fires[-1])
+    assert all(_ms(live.fires[-2]) < r.appended_at_ms < end for r in records)  # the set-up: inside the interval
+    ref = f"{pg_config.catalog.name}.{LATE_TABLE}"
+    spark.catalog.refreshTable(ref)
+    [prop] = spark.sql(f"SHOW TBLPROPERTIES {ref}").where(f"key = '{CHECKPOINT_PROPERTY}'").collect()
+    ckpt = Checkpoint.from_json(prop["value"])
+    [(committed, _, _)] = ckpt.history
+    assert ckpt.as_of_ms == end, ckpt
+    out = compact(records, Checkpoint(), tc, end, committed)
+    kept = sorted((r["partition"], r["offset"]) for r in spark.table(ref).select("partition", "offset").collect())
+    assert out.stats["removed_superseded"] > 0 and kept == sorted(r.id for r in out.survivors(records))
 
 
 def test_airflow_marks_the_backfill_complete(live):
-    """Its scheduler looks every 30 s (a fixed interval of Airflow 3's scheduler loop): checked after
-    the triggered run, which lasts longer, instead of waiting for it right after the backfill."""
+    """Its scheduler looks every 30 s (a fixed interval of Airflow 3's scheduler loop): checked last,
+    after the other tests' checks, instead of waiting for it right after the backfill."""
     live.backfill_runs()
     live.airflow.wait("the backfill to be marked complete", lambda: live.airflow.query(
         "SELECT completed_at FROM backfill WHERE id = %s AND completed_at IS NOT NULL", live.backfill_id), timeout=120)
