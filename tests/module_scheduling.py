@@ -8,12 +8,8 @@ Not xdist's ``--dist loadgroup`` with ``xdist_group`` marks: it groups by renami
 both workers and its set-up is built twice (tests/test_module_scheduling.py)."""
 from __future__ import annotations
 
-# ui_lake's two lakes, API server and Chromium serve both modules (tests/ui_lake.py); one Spark
-# standalone cluster (conftest's spark_cluster: a master and a worker JVM) the DAG's run on it and the
-# CLI's.
-SHARED_SETUP = {"tests/airflow/test_browser.py": "ui_lake", "tests/airflow/test_plugin_api.py": "ui_lake",
-                "tests/airflow/test_dag_end_to_end.py": "spark_cluster",
-                "tests/spark/test_standalone_cluster.py": "spark_cluster"}
+# ui_lake's two lakes, API server and Chromium serve both modules (tests/ui_lake.py).
+SHARED_SETUP = {"tests/airflow/test_browser.py": "ui_lake", "tests/airflow/test_plugin_api.py": "ui_lake"}
 # The heaviest modules first (the one-process run of 2026-11-26, slowest first): a long module
 # started last would run alone at the end.
 HEAVIEST_FIRST = tuple(f"tests/{m}.py" for m in (
@@ -22,7 +18,6 @@ HEAVIEST_FIRST = tuple(f"tests/{m}.py" for m in (
     "airflow/test_no_shared_disk", "test_installed_wheel", "spark/test_postgres_catalog",
     "airflow/test_openlineage_dag", "spark/test_quality", "spark/test_batch", "airflow/test_browser",
     "airflow/test_observability_dag", "spark/test_physical_deletion", "airflow/test_catalog_connection_dag",
-    "spark/test_standalone_cluster",
 ))
 
 

@@ -21,11 +21,13 @@ from lakecleaner.core import scheduler
 from lakecleaner.core.config import CHECKPOINT_PROPERTY, load_config
 from lakecleaner.spark.engine import compact_table
 from lakecleaner.core.metadata import MetadataReader
+from lakecleaner.core.model import compact
 from lakecleaner.core.quality_results import list_results
+from lakecleaner.core.rules import Checkpoint
 from lakecleaner.core.state import StateStore, read_document
 from lakecleaner.core.defaults import DEFAULT_INTERVAL_MINUTES
 from lakecleaner_dev.schedule import next_tick
-from lakecleaner_dev.tables import append, create_compacted_table
+from lakecleaner_dev.tables import append, create_compacted_table, read_model_records
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark,
               # dag.test talks to Airflow's execution API through starlette's TestClient
@@ -310,8 +312,10 @@ def test_an_application_that_dies_mid_table_has_that_table_counted(first_run, da
 
 def test_the_dag_runs_on_a_real_spark_standalone_cluster(first_run, dagbag, dag_config, dag_spark, pool,
                                                          spark_cluster, monkeypatch):
-    """spark_default pointed at a real master (and worker) on 127.0.0.1: the DAG's jobs run as
-    cluster applications, with the package shipped to the executors through --py-files."""
+    """spark_default pointed at a real master (and worker) on 127.0.0.1: the DAG's jobs (compaction,
+    maintenance, validation) run as one cluster application, whose executors read and write the
+    table through the Iceberg jars and catalog settings the submission gives them; the table ends as
+    the model says."""
     import json
     import urllib.request
 
@@ -319,6 +323,7 @@ def test_the_dag_runs_on_a_real_spark_standalone_cluster(first_run, dagbag, dag_
     table = "t.on_cluster"
     ref = create_compacted_table(dag_spark, dag_config, table, {"compaction.retain.log.end.record": "false"})
     append(dag_spark, ref, _rows(0, 40))
+    records, tc = read_model_records(dag_spark, dag_config, table)
     host, port = spark_cluster["url"].rsplit(":", 1)
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": host, "port": int(port)}))
     end = tick + 6 * INTERVAL
@@ -331,3 +336,8 @@ def test_the_dag_runs_on_a_real_spark_standalone_cluster(first_run, dagbag, dag_
     cluster = json.load(urllib.request.urlopen(f"{spark_cluster['ui']}/json/", timeout=5))
     apps = [a["name"] for a in cluster.get("completedapps", []) + cluster.get("activeapps", [])]
     assert "lakecleaner-clean" in apps, apps  # the whole chain in one cluster application
+    [prop] = dag_spark.sql(f"SHOW TBLPROPERTIES {CATALOG}.{table}").where(f"key = '{CHECKPOINT_PROPERTY}'").collect()
+    [(committed_ms, _, _)] = Checkpoint.from_json(prop["value"]).history  # dates the tombstones it cleaned
+    expected = compact(records, Checkpoint(), tc, _ms(end), committed_ms)
+    kept = sorted((r["partition"], r["offset"]) for r in dag_spark.table(f"{CATALOG}.{table}").collect())
+    assert expected.stats["removed_superseded"] > 0 and kept == sorted(r.id for r in expected.survivors(records))

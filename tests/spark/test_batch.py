@@ -154,7 +154,7 @@ def test_a_spent_budget_leaves_the_rest_in_plan_order_for_the_next_run(spark, la
 
 def test_the_cli_validates_several_tables_in_one_application(config_file, spark, lake_config, table_name):
     """`lakecleaner validate` over tables compacted here. The CLI's `compact` over several tables, a
-    missing one among them (its line, exit 1): tests/spark/test_standalone_cluster.py, on a cluster."""
+    missing one among them (its line, exit 1): tests/spark/test_failures.py."""
     from lakecleaner.spark.engine import compact_table
 
     ns = table_name.replace("t.", "c_")

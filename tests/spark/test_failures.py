@@ -303,19 +303,30 @@ def test_a_table_that_breaks_mid_run_fails_loudly_with_its_name(spark, lake_conf
     assert failed.count() == 1 and table_name in failed.collect()[0]["error"]
 
 
-def test_cli_submits_the_job_and_prints_one_json_line(config_file, spark, lake_config, table_name):
-    _filled(spark, lake_config, table_name)
-    out = subprocess.run([sys.executable, "-m", "lakecleaner.cli", "--config", str(config_file), "compact",
-                          table_name, "--dry-run"], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
+def test_cli_submits_one_application_for_several_tables_and_prints_one_json_line_each(config_file, spark, lake_config,
+                                                                                      table_name):
+    """`lakecleaner compact` over several tables, a missing one among them: one line per table in the
+    order given, the missing one's naming it (exit 1), the others' figures as the model's."""
+    tables = [f"{table_name}_a", f"{table_name}_missing", f"{table_name}_b"]
+    refs = {tables[0]: _filled(spark, lake_config, tables[0], {"compaction.strategy": "timestamp"}),
+            tables[2]: _filled(spark, lake_config, tables[2])}
+    now = int(time.time() * 1000)  # after the appends: records appended after a run's now wait for the next
+    out = subprocess.run([sys.executable, "-m", "lakecleaner.cli", "--config", str(config_file), "compact", *tables,
+                          "--dry-run", "--now-ms", str(now)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1, out.stdout + out.stderr[-3000:]  # the missing table failed
     lines = [line for line in out.stdout.splitlines() if line.strip()]
-    assert len(lines) == 1 and not lines[0].startswith(RESULT_MARKER)
-    stats = json.loads(lines[0])
-    for figure in ("records_read", "records_kept", "removed_superseded", "removed_expired_tombstones", "quarantined",
-                   "anomalous", "bytes_read", "bytes_written", "files_rewritten", "duration_ms", "checkpoint"):
-        assert figure in stats
-    assert stats["status"] == "dry_run" and stats["removed_superseded"] > 0
-    # a table that cannot be loaded: its line and exit code 1, in test_standalone_cluster's CLI run of several tables
+    assert len(lines) == 3 and not any(line.startswith(RESULT_MARKER) for line in lines)
+    results = [json.loads(line) for line in lines]
+    assert [(r["table"], r["status"]) for r in results] == [
+        (tables[0], "dry_run"), (tables[1], "failed"), (tables[2], "dry_run")]
+    assert results[1]["error"].startswith(f"table {tables[1]}: cannot load table")
+    for stats in results[0], results[2]:
+        for figure in ("records_read", "records_kept", "removed_superseded", "removed_expired_tombstones", "quarantined",
+                       "anomalous", "bytes_read", "bytes_written", "files_rewritten", "duration_ms", "checkpoint"):
+            assert figure in stats
+        _, model = _expected(spark, lake_config, stats["table"], now)
+        assert stats["removed_superseded"] == model.stats["removed_superseded"] > 0
+        assert CHECKPOINT_PROPERTY not in _props(spark, refs[stats["table"]])  # a dry run commits nothing
 
 
 def test_a_late_arrival_inside_the_run_range_stops_an_offset_map_run(spark, lake_config, table_name, monkeypatch):
