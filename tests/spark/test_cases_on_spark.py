@@ -17,10 +17,20 @@ def _commit_time(spark, ref):
                      f"WHERE snapshot_id = {snap}").collect()[0]["at"]
 
 
-@pytest.mark.parametrize("catalog", ["hadoop", "jdbc"])
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+# On Iceberg's JDBC catalog on PostgreSQL too, the cases where the catalog has a part beyond loading the
+# table and committing its snapshot and checkpoint (which every case does): a commit's time dating a
+# tombstone, a quarantine table created and written over several runs. The engine has no code of its own
+# per catalog; the reference model against the job on generated logs runs on the JDBC catalog as well
+# (test_engine_vs_model), and the rest of the cases ran on it until 2026-11-27.
+ON_JDBC = ("a_runs_now_behind_its_commit_dates_the_tombstone_at_the_commit",
+           "keyless_log_end_record_is_quarantined_once_kept_then_removed_once_not_last")
+
+
+@pytest.mark.parametrize(("case", "catalog"), [
+    *(pytest.param(c, "hadoop", id=f"{c.name}-hadoop") for c in CASES),
+    *(pytest.param(c, "jdbc", id=f"{c.name}-jdbc") for c in CASES if c.name in ON_JDBC)])
 def test_spark_job_on_hand_worked_case(spark, request, case, catalog):
-    """Each case on the embedded Hadoop catalog and on Iceberg's JDBC catalog on PostgreSQL."""
+    """Each case on the embedded Hadoop catalog, some on Iceberg's JDBC catalog on PostgreSQL (ON_JDBC)."""
     _run_case(spark, request.getfixturevalue("lake_config" if catalog == "hadoop" else "pg_config"), case)
 
 
