@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from lakecleaner.spark import catalog, guards
+from lakecleaner.spark import guards
 from lakecleaner.core.config import CHECKPOINT_PROPERTY, ConfigError
 from lakecleaner.core.table import CompactionError, ConcurrentCommitError, TableRef
 from lakecleaner.spark.catalog import current_snapshot
@@ -104,38 +104,6 @@ def test_a_concurrent_cleaner_makes_the_later_run_yield_cleanly(spark, lake_conf
     assert sorted(r["status"] for r in history) == ["committed", "yielded"]  # beaten to the commit: not a failure
 
 
-def test_a_cleaner_in_another_process_is_seen_before_commit(spark, lake_config, config_file, table_name, monkeypatch):
-    """Spark's Iceberg catalog caches the table this process loaded; a commit made by another JVM
-    must still stop the run (the check refreshes the table), not slip past until the cache expires."""
-    ref = _filled(spark, lake_config, table_name)
-    now = int(time.time() * 1000)
-    expected, _ = _expected(spark, lake_config, table_name, now)
-    original = guards.check_no_concurrent_cleaner
-
-    def other_process_commits_first(spark_, ref_, snapshot):
-        subprocess.run([sys.executable, "-m", "lakecleaner.cli", "--config", str(config_file), "compact", table_name,
-                        "--now-ms", str(now)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        return original(spark_, ref_, snapshot)
-
-    monkeypatch.setattr(guards, "check_no_concurrent_cleaner", other_process_commits_first)
-    with pytest.raises(CompactionError, match=rf"table {table_name}: table changed by a concurrent delete"):
-        compact_table(spark, lake_config, table_name, now_ms=now)
-    assert _ids(spark, ref) == expected
-
-
-def test_a_run_starts_from_the_checkpoint_another_process_wrote(spark, lake_config, config_file, table_name):
-    ref = _filled(spark, lake_config, table_name)
-    now = int(time.time() * 1000)
-    expected, _ = _expected(spark, lake_config, table_name, now)
-    assert CHECKPOINT_PROPERTY not in catalog.load_table_config(spark, lake_config, ref)[1]  # cached here
-    subprocess.run([sys.executable, "-m", "lakecleaner.cli", "--config", str(config_file), "compact", table_name,
-                    "--now-ms", str(now)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    assert CHECKPOINT_PROPERTY in catalog.load_table_config(spark, lake_config, ref)[1]  # not the cached table
-    stats = compact_table(spark, lake_config, table_name, now_ms=now)
-    assert stats["dirty_records_in_run"] == 0 and stats["removed_superseded"] == 0
-    assert _ids(spark, ref) == expected
-
-
 def test_a_rollback_during_a_run_makes_it_fail_cleanly(spark, lake_config, table_name, monkeypatch):
     """The run's snapshot is rolled back away while it decides: its decisions are stale, so it must
     stop before committing, whatever the lineage walk finds."""
@@ -210,27 +178,42 @@ def test_a_crash_never_loses_a_keyless_log_end(spark, lake_config, table_name, m
     assert [r["offset"] for r in copies] == [2, 2]
 
 
-def test_a_job_killed_between_its_merge_and_its_checkpoint_leaves_the_table_readable_and_the_next_run_correct(
-        spark, lake_config, config_file, table_name):
+def test_a_job_killed_between_its_merge_and_its_checkpoint_stops_a_run_here_and_the_next_run_is_correct(
+        spark, lake_config, config_file, table_name, monkeypatch):
     """SIGKILL of the CLI's application (nothing runs after: no finally, no abort) at the run's most
     delicate point, on the embedded default catalog: its MERGE committed, its checkpoint not written.
-    test_chaos kills cleaning applications at each named point and at random moments (PostgreSQL)."""
+    test_chaos kills cleaning applications at each named point and at random moments (PostgreSQL).
+
+    It runs while a run in this process decides: Spark's Iceberg catalog caches the table this
+    process loaded, and the other JVM's commit must still stop that run (the check refreshes the
+    table), not slip past until the cache expires. A run from the checkpoint another process wrote:
+    tests/spark/test_postgres_catalog.py."""
     ref = _filled(spark, lake_config, table_name, batches=4, per_batch=50, keys=20)
     now = int(time.time() * 1000)
     expected, _ = _expected(spark, lake_config, table_name, now)
     before = current_snapshot(spark, ref)
-    proc = subprocess.Popen([sys.executable, "-m", "lakecleaner.cli", "--config", str(config_file), "compact",
-                             table_name, "--now-ms", str(now)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True, env={**os.environ, "LAKECLEANER_FAIL_AT": "kill:after_merge"},
-                            start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=300)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)  # the application's JVM too, had it outlived its driver
-    assert proc.returncode != 0  # the CLI reports the job's death for the table
+    original, killed = guards.check_no_concurrent_cleaner, {}
+
+    def other_process_merges_first(spark_, ref_, snapshot):
+        proc = subprocess.Popen([sys.executable, "-m", "lakecleaner.cli", "--config", str(config_file), "compact",
+                                 table_name, "--now-ms", str(now)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                text=True, env={**os.environ, "LAKECLEANER_FAIL_AT": "kill:after_merge"},
+                                start_new_session=True)
+        try:
+            killed["out"], _ = proc.communicate(timeout=300)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)  # the application's JVM too, had it outlived its driver
+        killed["returncode"] = proc.returncode
+        return original(spark_, ref_, snapshot)
+
+    monkeypatch.setattr(guards, "check_no_concurrent_cleaner", other_process_merges_first)
+    with pytest.raises(CompactionError, match=rf"table {table_name}: table changed by a concurrent delete"):
+        compact_table(spark, lake_config, table_name, now_ms=now)
+    monkeypatch.undo()
+    assert killed["returncode"] != 0  # the CLI reports the job's death for the table
     assert f"table {table_name}: the Spark job died without a result (exit {128 + signal.SIGKILL})" in \
-        json.loads(out)["error"]
+        json.loads(killed["out"])["error"]
     spark.catalog.refreshTable(ref.sql().replace("`", ""))
     assert current_snapshot(spark, ref) != before and CHECKPOINT_PROPERTY not in _props(spark, ref)  # killed there
     assert spark.table(ref.sql()).count() > 0

@@ -4,7 +4,9 @@ import time
 
 import pytest
 
+from lakecleaner.core.config import CHECKPOINT_PROPERTY
 from lakecleaner.core.table import TableRef
+from lakecleaner.spark.catalog import load_table_config
 from lakecleaner.spark.engine import compact_table
 from lakecleaner.spark.maintenance import maintain_table
 from lakecleaner.core.model import compact
@@ -137,9 +139,12 @@ def test_two_cleaners_started_at_once_commit_once(spark, pg_config, tmp_path):
     records, tc = read_model_records(spark, pg_config, table)
     expected = sorted(r.id for r in compact(records, Checkpoint(), tc, now).survivors(records))
     config = _config_file(pg_config, tmp_path / "pg.yaml")
+    assert CHECKPOINT_PROPERTY not in load_table_config(spark, pg_config, ref)[1]  # the table, cached here
     cmd = [sys.executable, "-m", "lakecleaner.cli", "--config", str(config), "compact", table, "--now-ms", str(now)]
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     results = [p.communicate() for p in procs]
+    # what the other processes committed, read past this process's cache (no refresh asked for)
+    assert CHECKPOINT_PROPERTY in load_table_config(spark, pg_config, ref)[1]
     spark.catalog.refreshTable(ref.sql().replace("`", ""))
     merges = spark.sql(f"SELECT count(*) AS n FROM {ref.meta('snapshots')} WHERE operation <> 'append'").collect()[0]["n"]
     assert merges == 1, results
@@ -148,3 +153,7 @@ def test_two_cleaners_started_at_once_commit_once(spark, pg_config, tmp_path):
     assert len(lines) == 2 and sum('"committed"' in line for line in lines) >= 1
     for line in lines:  # the other stopped cleanly (nothing committed), or found nothing left to clean
         assert '"committed"' in line or "nothing committed" in line, line
+    # a run here starts from the checkpoint they wrote: nothing left to read or remove
+    stats = compact_table(spark, pg_config, table, now_ms=now)
+    assert stats["dirty_records_in_run"] == 0 and stats["removed_superseded"] == 0
+    assert _ids(spark, ref) == expected
