@@ -35,6 +35,7 @@ from lakecleaner.airflow.provider import OPTION_DEFAULTS
 from lakecleaner.core.config import load_config
 from lakecleaner.core.model import compact
 from lakecleaner.core.rules import Checkpoint
+from lakecleaner_dev.jvm_archive import TEST_JVM_OPTIONS
 from lakecleaner_dev.schedule import next_tick
 from lakecleaner_dev.tables import append, create_compacted_table, read_model_records
 
@@ -138,6 +139,9 @@ def user_env(venv: Path, home: Path) -> dict[str, str]:
         # the deployment's Spark connection: Spark inside the worker (here, the dags test process)
         "AIRFLOW_CONN_SPARK_DEFAULT": '{"conn_type":"spark","host":"local[2]"}',
         "SPARK_LOCAL_IP": "127.0.0.1",  # this machine's hostname need not resolve
+        # the tests' JIT choice for short-lived JVMs (C1 only; tests/conftest.py), nothing of the checkout:
+        # with C2 this test's spark-submit took 32 CPU s, the suite's others 15 to 20
+        "SPARK_SUBMIT_OPTS": TEST_JVM_OPTIONS,
     })
     return env
 
