@@ -144,7 +144,10 @@ def spark_cluster(tmp_path_factory):
     logs = tmp_path_factory.mktemp("spark-cluster")
     port, ui = _free_port(), _free_port()
     env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
-           "SPARK_WORKER_DIR": str(logs / "work")}
+           "SPARK_WORKER_DIR": str(logs / "work"),
+           # the master's, the worker's and the executors' JVMs (the worker's children) on C1 as well: the
+           # executor of the DAG's run on the cluster took 20 CPU s with C2
+           "JAVA_TOOL_OPTIONS": TEST_JVM_OPTIONS}
     master = subprocess.Popen([str(home / "bin" / "spark-class"), "org.apache.spark.deploy.master.Master",
                                "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui)],
                               env=env, stdout=open(logs / "master.log", "w"), stderr=subprocess.STDOUT)
