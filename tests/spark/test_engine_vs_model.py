@@ -332,6 +332,7 @@ def test_the_packed_rank_picks_the_same_winner_as_the_struct(spark, groups, v_sh
 
     from lakecleaner.core.config import resolve_table
     from lakecleaner.core.strategies import RankBounds
+    from lakecleaner.spark.frames import local_frame
 
     rows = [(g, has_ver, (v >> v_shift) if has_ver else None, o >> o_shift)  # narrower ranges, so that some fit
             for g, rs in enumerate(groups) for has_ver, v, o in rs]
@@ -343,7 +344,7 @@ def test_the_packed_rank_picks_the_same_winner_as_the_struct(spark, groups, v_sh
     if not bounds.fits_a_long:
         assert packed is None
         return
-    df = spark.createDataFrame(rows, "g int, has_ver boolean, ver bigint, o bigint")
+    df = local_frame(spark, rows, "g int, has_ver boolean, ver bigint, o bigint")  # no Python workers
     got = df.groupBy("g").agg(F.max(F.expr(packed[0])).alias("pk"), F.min(F.expr(packed[1]).cast("int")).alias("inside"))
     got = {r["g"]: (r["best"], r["inside"]) for r in got.select(
         "g", "inside", F.expr(strategy.unpacked_rank_sql("pk", bounds, "bigint")).alias("best")).collect()}
