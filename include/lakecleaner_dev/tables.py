@@ -1,14 +1,15 @@
 """Creating and filling compacted tables with the contract's default column names (demo, tests,
-benchmarks), and reading a table back as reference-model records."""
+benchmarks), and reading a table back as reference-model records and its checkpoint."""
 from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from lakecleaner.core.config import LakecleanerConfig, TableConfig
+from lakecleaner.core.config import CHECKPOINT_PROPERTY, LakecleanerConfig, TableConfig
 from lakecleaner.core.table import LAYOUT_PROPERTIES, TableRef
 from lakecleaner.spark.catalog import load_table_config
 from lakecleaner.spark.frames import local_frame
 from lakecleaner.core.model import Record
+from lakecleaner.core.rules import Checkpoint
 from lakecleaner.core.strategies import Strategy, ident, sql_string
 
 # Kafka's record fields, as an Iceberg table. `timestamp` is epoch milliseconds, like Kafka's.
@@ -59,6 +60,13 @@ def record_from_row(row: Mapping[str, Any], tc: TableConfig, appended_at_ms: int
         version=version,
         anomalous=anomalous,
     )
+
+
+def stored_checkpoint(spark, table: TableRef | str) -> Checkpoint:
+    """The cleaner's checkpoint as the table's properties hold it now (empty if it has none)."""
+    name = table.sql() if isinstance(table, TableRef) else table
+    rows = spark.sql(f"SHOW TBLPROPERTIES {name}").where(f"key = '{CHECKPOINT_PROPERTY}'").collect()
+    return Checkpoint.from_json(rows[0]["value"] if rows else None)
 
 
 def read_model_records(spark, cfg: LakecleanerConfig, table: str) -> tuple[list[Record], TableConfig]:

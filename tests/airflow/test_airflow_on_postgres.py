@@ -35,11 +35,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lakecleaner.core.config import CHECKPOINT_PROPERTY, config_document
+from lakecleaner.core.config import config_document
 from lakecleaner_dev.localpg import free_port, kept_password, stop_group
 from lakecleaner.core.model import compact
 from lakecleaner.core.rules import Checkpoint
-from lakecleaner_dev.tables import append, create_compacted_table, read_model_records
+from lakecleaner_dev.tables import append, create_compacted_table, read_model_records, stored_checkpoint
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark]
 
@@ -305,8 +305,7 @@ def test_airflow_backfill_create_cleans_each_interval_as_of_its_end(spark, pg_co
     # within its own run's `clean` task, so after every backfill now. The checkpoint is as of the last now.
     ref = f"{pg_config.catalog.name}.{BF_TABLE}"
     spark.catalog.refreshTable(ref)
-    [prop] = spark.sql(f"SHOW TBLPROPERTIES {ref}").where(f"key = '{CHECKPOINT_PROPERTY}'").collect()
-    ckpt = Checkpoint.from_json(prop["value"])
+    ckpt = stored_checkpoint(spark, ref)
     commits = [at for at, _, _ in ckpt.history]
     windows = [live.airflow.query("SELECT start_date, end_date FROM task_instance WHERE run_id = %s AND "
                                   "task_id = 'clean' AND rendered_map_index = %s", r[0], BF_TABLE) for r in runs]
@@ -350,8 +349,7 @@ def test_the_last_intervals_run_cleans_two_tables_in_two_applications_at_once(sp
     assert all(_ms(live.fires[-2]) < r.appended_at_ms < end for r in records)  # the set-up: inside the interval
     ref = f"{pg_config.catalog.name}.{LATE_TABLE}"
     spark.catalog.refreshTable(ref)
-    [prop] = spark.sql(f"SHOW TBLPROPERTIES {ref}").where(f"key = '{CHECKPOINT_PROPERTY}'").collect()
-    ckpt = Checkpoint.from_json(prop["value"])
+    ckpt = stored_checkpoint(spark, ref)
     [(committed, _, _)] = ckpt.history
     assert ckpt.as_of_ms == end, ckpt
     out = compact(records, Checkpoint(), tc, end, committed)

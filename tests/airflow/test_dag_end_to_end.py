@@ -27,7 +27,7 @@ from lakecleaner.core.rules import Checkpoint
 from lakecleaner.core.state import StateStore, read_document
 from lakecleaner.core.defaults import DEFAULT_INTERVAL_MINUTES
 from lakecleaner_dev.schedule import next_tick
-from lakecleaner_dev.tables import append, create_compacted_table, read_model_records
+from lakecleaner_dev.tables import append, create_compacted_table, read_model_records, stored_checkpoint
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark,
               # dag.test talks to Airflow's execution API through starlette's TestClient
@@ -336,8 +336,7 @@ def test_the_dag_runs_on_a_real_spark_standalone_cluster(first_run, dagbag, dag_
     cluster = json.load(urllib.request.urlopen(f"{spark_cluster['ui']}/json/", timeout=5))
     apps = [a["name"] for a in cluster.get("completedapps", []) + cluster.get("activeapps", [])]
     assert "lakecleaner-clean" in apps, apps  # the whole chain in one cluster application
-    [prop] = dag_spark.sql(f"SHOW TBLPROPERTIES {CATALOG}.{table}").where(f"key = '{CHECKPOINT_PROPERTY}'").collect()
-    [(committed_ms, _, _)] = Checkpoint.from_json(prop["value"]).history  # dates the tombstones it cleaned
+    [(committed_ms, _, _)] = stored_checkpoint(dag_spark, f"{CATALOG}.{table}").history  # dates what it cleaned
     expected = compact(records, Checkpoint(), tc, _ms(end), committed_ms)
     kept = sorted((r["partition"], r["offset"]) for r in dag_spark.table(f"{CATALOG}.{table}").collect())
     assert expected.stats["removed_superseded"] > 0 and kept == sorted(r.id for r in expected.survivors(records))

@@ -7,15 +7,13 @@ import pytest
 
 from lakecleaner.spark import guards
 from lakecleaner.spark.batch import BatchRequest, clean_tables
-from lakecleaner.core.config import CHECKPOINT_PROPERTY
 from lakecleaner.spark.engine import compact_table
 from lakecleaner.core.erasure_requests import IN_PROGRESS, requests_table
 from lakecleaner.spark.erasure_requests import carry_out, claim, enqueue, pending_requests
 from lakecleaner.spark.forget import Attribution, ForgetRequest
 from lakecleaner.core.history import read_history
-from lakecleaner.core.rules import Checkpoint
 from lakecleaner.core.state import StateStore
-from lakecleaner_dev.tables import append, create_compacted_table
+from lakecleaner_dev.tables import append, create_compacted_table, stored_checkpoint
 
 pytestmark = pytest.mark.spark
 
@@ -24,22 +22,17 @@ def _rows(start, n, keys=3):
     return [{"key": f"k{i % keys}", "offset": i, "partition": 0, "value": f"v{i}"} for i in range(start, start + n)]
 
 
-def _checkpoint(spark, ref) -> Checkpoint:
-    rows = spark.sql(f"SHOW TBLPROPERTIES {ref.sql()}").where(f"key = '{CHECKPOINT_PROPERTY}'").collect()
-    return Checkpoint.from_json(rows[0]["value"] if rows else None)
-
-
 def test_a_run_behind_the_tables_last_now_takes_nothing_and_says_why(spark, lake_config, table_name):
     ref = create_compacted_table(spark, lake_config, table_name, {"compaction.max.records.per.run": "3"})
     append(spark, ref, _rows(0, 6))
     now = int(time.time() * 1000)
     first = compact_table(spark, lake_config, table_name, now_ms=now)  # the budget: half of it
-    assert first["status"] == "committed" and _checkpoint(spark, ref).as_of_ms == now
+    assert first["status"] == "committed" and stored_checkpoint(spark, ref).as_of_ms == now
     before = sorted(r["offset"] for r in spark.table(ref.sql()).collect())
     late = compact_table(spark, lake_config, table_name, now_ms=now - 60_000)  # a backfill's earlier interval
     assert late["status"] == "skipped" and "already cleaned as of a later time" in late["reason"]
     assert sorted(r["offset"] for r in spark.table(ref.sql()).collect()) == before
-    assert len(_checkpoint(spark, ref).history) == 1  # no older entry added
+    assert len(stored_checkpoint(spark, ref).history) == 1  # no older entry added
     [outcome] = clean_tables(spark, lake_config, BatchRequest((table_name,), now - 60_000, record_outcomes=True))
     assert outcome.status == "skipped" and "later time" in outcome.error and "maintain" not in outcome.steps
     assert StateStore(lake_config).get(table_name).consecutive_failures == 0

@@ -23,7 +23,7 @@ from lakecleaner.spark.engine import compact_table
 from lakecleaner.core.model import compact
 from lakecleaner.core.rules import Checkpoint
 from lakecleaner.core.strategies import Strategy, encode_version_header, version_as_long_sql
-from lakecleaner_dev.tables import KAFKA_SCHEMA, append, create_compacted_table, read_model_records
+from lakecleaner_dev.tables import KAFKA_SCHEMA, append, create_compacted_table, read_model_records, stored_checkpoint
 
 from iceberg_scans import iceberg_scans
 
@@ -386,9 +386,7 @@ def _check_against_model(spark, lake_config, scenario, schema=SCHEMA, format_ver
                        "dirty_records_in_run", "records_read", "records_kept",
                        "expired_tombstone_latest_cleaned_ms"):
             assert stats[figure] == expected.stats[figure], f"{figure}: {context}"
-        stored = spark.sql(f"SHOW TBLPROPERTIES {ref.sql()}").where(f"key = '{CHECKPOINT_PROPERTY}'").collect()
-        stored_ckpt = Checkpoint.from_json(stored[0]["value"] if stored else None)
-        assert stored_ckpt.to_json() == expected.checkpoint.to_json(), context
+        assert stored_checkpoint(spark, ref).to_json() == expected.checkpoint.to_json(), context
         model_ckpt = expected.checkpoint
     formats = {r["file_format"] for r in spark.sql(f"SELECT file_format FROM {ref.meta('all_delete_files')}").collect()}
     spark.sql(f"DROP TABLE IF EXISTS {ref.sql()} PURGE")
@@ -420,8 +418,7 @@ def test_bad_records_of_every_kind_leave_through_the_key_map(spark, lake_config,
     for late in (1, 10**7):
         records, tc = read_model_records(spark, lake_config, table)
         now = max(r.appended_at_ms for r in records) + late
-        stored = spark.sql(f"SHOW TBLPROPERTIES {ref.sql()}").where(f"key = '{CHECKPOINT_PROPERTY}'").collect()
-        expected = compact(records, Checkpoint.from_json(stored[0]["value"] if stored else None), tc, now)
+        expected = compact(records, stored_checkpoint(spark, ref), tc, now)
         stats = compact_table(spark, lake_config, table, now_ms=now)
         assert _survivor_ids(spark, ref, True) == sorted(r.id for r in expected.survivors(records)), stats
         for figure in ("removed_superseded", "removed_expired_tombstones", "quarantined", "records_read",
