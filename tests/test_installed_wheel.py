@@ -37,7 +37,7 @@ from lakecleaner.core.model import compact
 from lakecleaner.core.rules import Checkpoint
 from lakecleaner_dev.jvm_archive import TEST_JVM_OPTIONS
 from lakecleaner_dev.schedule import next_tick
-from lakecleaner_dev.tables import append, create_compacted_table, read_model_records
+from lakecleaner_dev.tables import append, create_compacted_table, read_model_records, record_ids
 
 pytestmark = [pytest.mark.slow, pytest.mark.airflow, pytest.mark.spark]
 
@@ -302,9 +302,7 @@ def test_one_dags_test_run_cleans_the_table_to_what_the_model_keeps(deployment, 
     assert len(runs) == 1 and runs[0][0] == "success", (runs, clean)
     assert dt.datetime.fromisoformat(runs[0][1]).replace(tzinfo=dt.timezone.utc) == tick  # the run's now
     assert clean == [(0, "success")]
-    kept = sorted((r["partition"], r["offset"]) for r in
-                  spark.table(f"{CATALOG}.{TABLE}").select("partition", "offset").collect())
-    assert kept == lake["expected"]
+    assert record_ids(spark, f"{CATALOG}.{TABLE}") == lake["expected"]
     # the package shipped to Spark (--py-files) was built by the clean task in its own scratch space
     # and removed with it: nothing of it is left where earlier versions kept it
     assert not (d.home / "lakecleaner").exists()

@@ -62,6 +62,12 @@ def record_from_row(row: Mapping[str, Any], tc: TableConfig, appended_at_ms: int
     )
 
 
+def record_ids(spark, table: TableRef | str) -> list[tuple[int, int]]:
+    """The table's records as the model names them, (partition, offset), sorted: what a run kept."""
+    name = table.sql() if isinstance(table, TableRef) else table
+    return sorted((r["partition"], r["offset"]) for r in spark.table(name).select("partition", "offset").collect())
+
+
 def stored_checkpoint(spark, table: TableRef | str) -> Checkpoint:
     """The cleaner's checkpoint as the table's properties hold it now (empty if it has none)."""
     name = table.sql() if isinstance(table, TableRef) else table

@@ -39,7 +39,7 @@ from lakecleaner.core.config import config_document
 from lakecleaner_dev.localpg import free_port, kept_password, stop_group
 from lakecleaner.core.model import compact
 from lakecleaner.core.rules import Checkpoint
-from lakecleaner_dev.tables import append, create_compacted_table, read_model_records, stored_checkpoint
+from lakecleaner_dev.tables import append, create_compacted_table, read_model_records, stored_checkpoint, record_ids
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark]
 
@@ -313,7 +313,7 @@ def test_airflow_backfill_create_cleans_each_interval_as_of_its_end(spark, pg_co
     assert all(_ms(start) <= c <= _ms(end) for c, [(start, end)] in zip(commits, windows)), (commits, windows)
 
     expected, figures = _replay(live.records, live.tc, list(zip(ends, commits)))
-    kept = sorted((r["partition"], r["offset"]) for r in spark.table(ref).select("partition", "offset").collect())
+    kept = record_ids(spark, ref)
     assert kept == expected
     assert [{k: h[k] for k in FIGURES} for h in history] == [{k: s[k] for k in FIGURES} for s in figures]
     # batch 1's tombstones stay: their horizon counts from run 1's commit, after every backfill now
@@ -353,7 +353,7 @@ def test_the_last_intervals_run_cleans_two_tables_in_two_applications_at_once(sp
     [(committed, _, _)] = ckpt.history
     assert ckpt.as_of_ms == end, ckpt
     out = compact(records, Checkpoint(), tc, end, committed)
-    kept = sorted((r["partition"], r["offset"]) for r in spark.table(ref).select("partition", "offset").collect())
+    kept = record_ids(spark, ref)
     assert out.stats["removed_superseded"] > 0 and kept == sorted(r.id for r in out.survivors(records))
 
 

@@ -20,7 +20,7 @@ from lakecleaner.core.quality_results import list_results
 from lakecleaner.core.rules import Checkpoint
 from lakecleaner.core.scheduler import evaluate_all, pack, plan
 from lakecleaner.core.state import StateStore, read_document
-from lakecleaner_dev.tables import append, create_compacted_table, read_model_records
+from lakecleaner_dev.tables import append, create_compacted_table, read_model_records, record_ids
 
 pytestmark = pytest.mark.spark
 
@@ -45,10 +45,6 @@ def _cdc_table(spark, cfg, name):
              "op": "u", "payload": f"p{i}"} for i in range(40)]
     append(spark, ref, rows, CDC_SCHEMA)
     return ref
-
-
-def _ids(spark, ref):
-    return sorted((r["partition"], r["offset"]) for r in spark.table(ref.sql()).select("partition", "offset").collect())
 
 
 def _expected(spark, cfg, table, now_ms):
@@ -105,7 +101,7 @@ def test_one_application_cleans_every_good_table_and_contains_each_broken_one(co
     assert errors[corrupt].startswith(f"table {corrupt}: invalid checkpoint: history[0]: expected [run time")
     assert errors[breaking].startswith(f"table {breaking}: ")
     for table in good:  # compacted exactly as the reference model says, made physical, validated
-        assert _ids(spark, refs[table]) == expected[table], table
+        assert record_ids(spark, refs[table]) == expected[table], table
         result = {o.table: o for o in outcomes}[table]
         assert set(result.steps) == {"compact", "maintain", "validate"} and result.steps["validate"]["success"]
         assert list_results(cfg, table)[0]["now_ms"] == now
@@ -195,5 +191,5 @@ def test_an_unreadable_quality_context_fails_validation_only(spark, lake_config,
     assert (outcome.status, outcome.failed_step) == ("failed", "validate")
     assert outcome.error.startswith(f"table {table_name}: the data-quality context cannot be opened")
     assert outcome.steps["compact"]["status"] == "committed" and "maintain" in outcome.steps
-    assert outcome.cleaned and _ids(spark, ref) == expected
+    assert outcome.cleaned and record_ids(spark, ref) == expected
     assert list(scratch.iterdir()) == []  # the context's scratch directory went all the same

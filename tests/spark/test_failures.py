@@ -23,7 +23,7 @@ from lakecleaner.spark.engine import compact_table
 from lakecleaner.core.model import compact
 from lakecleaner.core.rules import Checkpoint
 from lakecleaner.core.submit import RESULT_MARKER
-from lakecleaner_dev.tables import KAFKA_SCHEMA, append, create_compacted_table, read_model_records
+from lakecleaner_dev.tables import KAFKA_SCHEMA, append, create_compacted_table, read_model_records, record_ids
 
 pytestmark = pytest.mark.spark
 
@@ -34,10 +34,6 @@ def _rows(start, n, keys=5, partitions=2, null_key_every=0):
         key = None if null_key_every and i % null_key_every == 0 else f"k{i % keys}"
         rows.append({"key": key, "offset": i, "partition": i % partitions, "value": None if i % 7 == 0 else f"v{i}"})
     return rows
-
-
-def _ids(spark, ref):
-    return sorted((r["partition"], r["offset"]) for r in spark.table(ref.sql()).select("partition", "offset").collect())
 
 
 def _props(spark, ref):
@@ -80,7 +76,7 @@ def test_an_appender_during_a_run_loses_nothing(spark, lake_config, table_name):
         thread.join()
     assert stats["status"] == "committed" and stats["removed_superseded"] > 0
     assert appended, "the appender never committed during the run"
-    assert _ids(spark, ref) == sorted(expected + appended)
+    assert record_ids(spark, ref) == sorted(expected + appended)
 
 
 def test_a_concurrent_cleaner_makes_the_later_run_yield_cleanly(spark, lake_config, table_name, monkeypatch):
@@ -99,7 +95,7 @@ def test_a_concurrent_cleaner_makes_the_later_run_yield_cleanly(spark, lake_conf
     monkeypatch.setattr(guards, "check_no_concurrent_cleaner", other_cleaner_commits_first)
     with pytest.raises(ConcurrentCommitError, match=rf"table {table_name}: table changed by a concurrent delete"):
         compact_table(spark, lake_config, table_name, now_ms=now)
-    assert _ids(spark, ref) == expected
+    assert record_ids(spark, ref) == expected
     history = spark.table(lake_config.history_table).where(f"table_name = '{table_name}'").collect()
     assert sorted(r["status"] for r in history) == ["committed", "yielded"]  # beaten to the commit: not a failure
 
@@ -121,7 +117,7 @@ def test_a_rollback_during_a_run_makes_it_fail_cleanly(spark, lake_config, table
         compact_table(spark, lake_config, table_name, now_ms=int(time.time() * 1000))
     assert current_snapshot(spark, ref) == before  # nothing committed after the rollback
     assert CHECKPOINT_PROPERTY not in _props(spark, ref)
-    assert len(_ids(spark, ref)) == 40  # the two batches before the last one, untouched
+    assert len(record_ids(spark, ref)) == 40  # the two batches before the last one, untouched
 
 
 @pytest.mark.parametrize("fail_at", ["after_quarantine", "after_merge"])
@@ -145,7 +141,7 @@ def test_a_crash_between_commits_is_safe_to_repeat(spark, lake_config, table_nam
         assert run[0]["status"] == "failed" and run[0]["committed_snapshot_id"] is None
     monkeypatch.delenv("LAKECLEANER_FAIL_AT")
     compact_table(spark, lake_config, table_name, now_ms=now)
-    assert _ids(spark, ref) == expected
+    assert record_ids(spark, ref) == expected
     stored = Checkpoint.from_json(_props(spark, ref)[CHECKPOINT_PROPERTY])
     assert stored.offsets == outcome.checkpoint.offsets
     quarantine = spark.table(ref.sql("__quarantine"))
@@ -170,10 +166,10 @@ def test_a_crash_never_loses_a_keyless_log_end(spark, lake_config, table_name, m
     monkeypatch.delenv("LAKECLEANER_FAIL_AT")
     assert compact_table(spark, lake_config, table_name)["quarantined"] == 1  # the checkpoint never said so
     assert compact_table(spark, lake_config, table_name)["quarantined"] == 0
-    assert _ids(spark, ref) == [(0, 1), (0, 2)]
+    assert record_ids(spark, ref) == [(0, 1), (0, 2)]
     append(spark, ref, [{"key": "b", "offset": 3, "partition": 0, "value": "z"}])
     assert compact_table(spark, lake_config, table_name)["quarantined"] == 0
-    assert _ids(spark, ref) == [(0, 1), (0, 3)]
+    assert record_ids(spark, ref) == [(0, 1), (0, 3)]
     copies = spark.table(ref.sql("__quarantine")).select("offset").collect()
     assert [r["offset"] for r in copies] == [2, 2]
 
@@ -216,19 +212,19 @@ def test_a_job_killed_between_its_merge_and_its_checkpoint_stops_a_run_here_and_
         json.loads(killed["out"])["error"]
     spark.catalog.refreshTable(ref.sql().replace("`", ""))
     assert current_snapshot(spark, ref) != before and CHECKPOINT_PROPERTY not in _props(spark, ref)  # killed there
-    assert _ids(spark, ref) == expected  # the killed MERGE's work, nothing of the run it stopped here
+    assert record_ids(spark, ref) == expected  # the killed MERGE's work, nothing of the run it stopped here
     compact_table(spark, lake_config, table_name, now_ms=now)
-    assert _ids(spark, ref) == expected
+    assert record_ids(spark, ref) == expected
 
 
 def test_invalid_config_names_table_property_and_value_and_touches_nothing(spark, lake_config, table_name):
     ref = _filled(spark, lake_config, table_name, props={"max.compaction.lag.ms": "10", "min.compaction.lag.ms": "20"})
-    before_snapshot, before_props, before_ids = current_snapshot(spark, ref), _props(spark, ref), _ids(spark, ref)
+    before_snapshot, before_props, before_ids = current_snapshot(spark, ref), _props(spark, ref), record_ids(spark, ref)
     with pytest.raises(ConfigError) as err:
         compact_table(spark, lake_config, table_name)
     assert str(err.value).startswith(f"table {table_name}: max.compaction.lag.ms=10 is invalid")
     assert current_snapshot(spark, ref) == before_snapshot and _props(spark, ref) == before_props
-    assert _ids(spark, ref) == before_ids
+    assert record_ids(spark, ref) == before_ids
 
 
 def test_bad_identifier_is_rejected_before_any_work(spark, lake_config):
@@ -251,11 +247,11 @@ def test_not_a_compacted_table_is_refused(spark, lake_config, table_name):
 def test_a_copy_on_write_table_is_refused_before_any_work(spark, lake_config, table_name, dry_run):
     ref = _filled(spark, lake_config, table_name)
     spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ('write.merge.mode' = 'copy-on-write')")
-    before_snapshot, before_ids = current_snapshot(spark, ref), _ids(spark, ref)
+    before_snapshot, before_ids = current_snapshot(spark, ref), record_ids(spark, ref)
     with pytest.raises(CompactionError, match=f"table {table_name}: write.merge.mode='copy-on-write': the cleaner's "
                                               f"MERGE needs merge-on-read"):
         compact_table(spark, lake_config, table_name, dry_run=dry_run)
-    assert current_snapshot(spark, ref) == before_snapshot and _ids(spark, ref) == before_ids
+    assert current_snapshot(spark, ref) == before_snapshot and record_ids(spark, ref) == before_ids
 
 
 @pytest.mark.parametrize("props,null_key_every", [({}, 11), ({}, 0), ({"compaction.strategy": "timestamp"}, 0)],
@@ -263,9 +259,9 @@ def test_a_copy_on_write_table_is_refused_before_any_work(spark, lake_config, ta
 def test_dry_run_reports_the_same_figures_and_commits_nothing(spark, lake_config, table_name, props, null_key_every):
     ref = _filled(spark, lake_config, table_name, props, null_key_every=null_key_every)
     now = int(time.time() * 1000)
-    before = (current_snapshot(spark, ref), _props(spark, ref), _ids(spark, ref))
+    before = (current_snapshot(spark, ref), _props(spark, ref), record_ids(spark, ref))
     dry = compact_table(spark, lake_config, table_name, now_ms=now, dry_run=True)
-    assert (current_snapshot(spark, ref), _props(spark, ref), _ids(spark, ref)) == before
+    assert (current_snapshot(spark, ref), _props(spark, ref), record_ids(spark, ref)) == before
     assert not spark.catalog.tableExists(ref.sql("__quarantine").replace("`", ""))
     real = compact_table(spark, lake_config, table_name, now_ms=now)
     figures = ["records_read", "records_kept", "removed_superseded", "removed_expired_tombstones", "quarantined",
@@ -316,7 +312,7 @@ def test_a_late_arrival_inside_the_run_range_stops_an_offset_map_run(spark, lake
     """The offset map's MERGE reads the table as it is at commit time: a record landing meanwhile
     at an offset the run covers was never examined, so the run must not remove it unseen."""
     ref = _filled(spark, lake_config, table_name)
-    before = _ids(spark, ref)
+    before = record_ids(spark, ref)
     original = guards.check_no_concurrent_cleaner
 
     def late_arrival_first(spark_, ref_, snapshot):
@@ -328,14 +324,14 @@ def test_a_late_arrival_inside_the_run_range_stops_an_offset_map_run(spark, lake
     with pytest.raises(CompactionError, match=rf"table {table_name}: 1 data file\(s\) appended during the run may "
                                               rf"hold offsets inside the run's range.*nothing committed"):
         compact_table(spark, lake_config, table_name, now_ms=int(time.time() * 1000))
-    assert _ids(spark, ref) == sorted(before + [(0, 1)])
+    assert record_ids(spark, ref) == sorted(before + [(0, 1)])
     assert CHECKPOINT_PROPERTY not in _props(spark, ref)
 
     monkeypatch.undo()
     now = int(time.time() * 1000) + 1
     expected, _ = _expected(spark, lake_config, table_name, now)
     compact_table(spark, lake_config, table_name, now_ms=now)
-    assert _ids(spark, ref) == expected
+    assert record_ids(spark, ref) == expected
 
 
 def test_a_checkpoint_past_the_log_end_is_reset_and_the_partition_cleaned_from_its_start(spark, lake_config,
@@ -356,8 +352,8 @@ def test_a_checkpoint_past_the_log_end_is_reset_and_the_partition_cleaned_from_i
                       tc, now)
     stats = compact_table(spark, lake_config, table_name, now_ms=now)
     assert stats["checkpoint_reset"] == [0] and stats["status"] == "committed"
-    assert _ids(spark, ref) == sorted(r.id for r in outcome.survivors(records))
-    assert len([i for i in _ids(spark, ref) if i[0] == 0]) == 5  # the five keys of the refilled partition
+    assert record_ids(spark, ref) == sorted(r.id for r in outcome.survivors(records))
+    assert len([i for i in record_ids(spark, ref) if i[0] == 0]) == 5  # the five keys of the refilled partition
     assert Checkpoint.from_json(_props(spark, ref)[CHECKPOINT_PROPERTY]).offsets == {0: 18, 1: 59}
 
 
@@ -373,7 +369,7 @@ def test_columns_named_in_another_case_are_read_by_their_schema_spelling(spark, 
     now = int(time.time() * 1000)
     expected, _ = _expected(spark, lake_config, table_name, now)
     stats = compact_table(spark, lake_config, table_name, now_ms=now)
-    assert stats["status"] == "committed" and _ids(spark, ref) == expected
+    assert stats["status"] == "committed" and record_ids(spark, ref) == expected
     assert stats["files_rewritten"] + stats["delete_files_written"] > 0 and stats["records_read"] < 60
 
 
@@ -391,7 +387,7 @@ def test_the_quarantine_follows_the_sources_schema(spark, lake_config, table_nam
     now = int(time.time() * 1000)
     expected, _ = _expected(spark, lake_config, table_name, now)
     stats = compact_table(spark, lake_config, table_name, now_ms=now)
-    assert stats["status"] == "committed" and stats["quarantined"] == 1 and _ids(spark, ref) == expected
+    assert stats["status"] == "committed" and stats["quarantined"] == 1 and record_ids(spark, ref) == expected
     quarantine = spark.table(ref.sql("__quarantine"))
     assert "region" in quarantine.columns
     assert [r["region"] for r in quarantine.where("offset = 10").collect()] == ["eu"]

@@ -13,7 +13,7 @@ from lakecleaner.core.model import compact
 from lakecleaner.spark.quality import validate_table
 from lakecleaner.core.rules import Checkpoint
 from lakecleaner.core.scheduler import evaluate_all
-from lakecleaner_dev.tables import append, create_compacted_table, read_model_records
+from lakecleaner_dev.tables import append, create_compacted_table, read_model_records, record_ids
 
 pytestmark = pytest.mark.spark
 
@@ -21,10 +21,6 @@ pytestmark = pytest.mark.spark
 def _rows(start, n, keys=7):
     return [{"key": None if i % 13 == 5 else f"k{i % keys}", "offset": i, "partition": i % 2,
              "value": None if i % 11 == 0 else f"v{i}"} for i in range(start, start + n)]
-
-
-def _ids(spark, ref):
-    return sorted((r["partition"], r["offset"]) for r in spark.table(ref.sql()).select("partition", "offset").collect())
 
 
 def test_compact_evaluate_maintain_validate_on_the_jdbc_catalog(spark, pg_config):
@@ -43,9 +39,9 @@ def test_compact_evaluate_maintain_validate_on_the_jdbc_catalog(spark, pg_config
     props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {ref.sql()}").collect()}
     outcome = compact(records, Checkpoint.from_json(props.get("lakecleaner.checkpoint")), tc, now)
     stats = compact_table(spark, pg_config, table, now_ms=now)
-    assert stats["status"] == "committed" and _ids(spark, ref) == sorted(r.id for r in outcome.survivors(records))
+    assert stats["status"] == "committed" and record_ids(spark, ref) == sorted(r.id for r in outcome.survivors(records))
     quarantine = spark.table(TableRef.parse(table + "__quarantine", "pglake").sql())
-    assert set(outcome.quarantined) <= set(_ids(spark, TableRef.parse(table + "__quarantine", "pglake")))
+    assert set(outcome.quarantined) <= set(record_ids(spark, TableRef.parse(table + "__quarantine", "pglake")))
     assert quarantine.count() == stats["quarantined"] + 3  # the first run's three keyless records too
 
     out = maintain_table(spark, pg_config, table, now_ms=now)
@@ -117,7 +113,7 @@ def test_an_appender_in_another_process_loses_nothing_to_the_cleaner(spark, pg_c
     props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {ref.sql()}").collect()}
     outcome = compact(records, Checkpoint.from_json(props.get("lakecleaner.checkpoint")), tc, now)
     compact_table(spark, pg_config, table, now_ms=now)
-    assert _ids(spark, ref) == sorted(r.id for r in outcome.survivors(records))
+    assert record_ids(spark, ref) == sorted(r.id for r in outcome.survivors(records))
     # nothing appended was lost: every key's latest record is there (k0..k6, both partitions)
     latest = {}
     for i in [*range(40), *range(1000, 1000 + batches * 20)]:
@@ -148,7 +144,7 @@ def test_two_cleaners_started_at_once_commit_once(spark, pg_config, tmp_path):
     spark.catalog.refreshTable(ref.sql().replace("`", ""))
     merges = spark.sql(f"SELECT count(*) AS n FROM {ref.meta('snapshots')} WHERE operation <> 'append'").collect()[0]["n"]
     assert merges == 1, results
-    assert _ids(spark, ref) == expected
+    assert record_ids(spark, ref) == expected
     lines = [line for out, _ in results for line in out.splitlines() if '"status"' in line]
     assert len(lines) == 2 and sum('"committed"' in line for line in lines) >= 1
     for line in lines:  # the other stopped cleanly (nothing committed), or found nothing left to clean
@@ -156,4 +152,4 @@ def test_two_cleaners_started_at_once_commit_once(spark, pg_config, tmp_path):
     # a run here starts from the checkpoint they wrote: nothing left to read or remove
     stats = compact_table(spark, pg_config, table, now_ms=now)
     assert stats["dirty_records_in_run"] == 0 and stats["removed_superseded"] == 0
-    assert _ids(spark, ref) == expected
+    assert record_ids(spark, ref) == expected
