@@ -6,7 +6,7 @@ from typing import Any, Iterable, Mapping
 
 from lakecleaner.core.config import CHECKPOINT_PROPERTY, LakecleanerConfig, TableConfig
 from lakecleaner.core.table import LAYOUT_PROPERTIES, TableRef
-from lakecleaner.spark.catalog import load_table_config
+from lakecleaner.spark.catalog import commit_times, load_table_config
 from lakecleaner.spark.frames import local_frame
 from lakecleaner.core.model import Record
 from lakecleaner.core.rules import Checkpoint
@@ -81,8 +81,8 @@ def read_model_records(spark, cfg: LakecleanerConfig, table: str) -> tuple[list[
 
     ref = TableRef.parse(table, cfg.catalog.name)
     tc, _ = load_table_config(spark, cfg, ref)
-    times = {r["p"]: r["at"] for r in spark.sql(
-        f"SELECT e.data_file.file_path AS p, unix_millis(s.committed_at) AS at FROM {ref.meta('entries')} e "
-        f"LEFT JOIN {ref.meta('snapshots')} s ON e.snapshot_id = s.snapshot_id WHERE e.status < 2").collect()}
+    added_by = {r["p"]: r["s"] for r in spark.sql(
+        f"SELECT data_file.file_path AS p, snapshot_id AS s FROM {ref.meta('entries')} WHERE status < 2").collect()}
+    times = commit_times(spark, ref, added_by.values())
     rows = spark.table(ref.sql()).select("*", F.col("_file")).collect()
-    return [record_from_row(r.asDict(recursive=True), tc, times.get(r["_file"]) or 0) for r in rows], tc
+    return [record_from_row(r.asDict(recursive=True), tc, times.get(added_by.get(r["_file"]), 0)) for r in rows], tc

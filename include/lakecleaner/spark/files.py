@@ -11,6 +11,7 @@ from lakecleaner.core.config import TableConfig
 from lakecleaner.core.datafiles import Bounds, DataFile, FileJudgement, judge
 from lakecleaner.core.rules import Partition, partition_value
 from lakecleaner.core.table import TableRef
+from lakecleaner.spark.catalog import commit_times
 from lakecleaner.core.strategies import RankBounds, Strategy, ident, version_as_long_sql
 
 SPLIT_SIZE_MIN = 2**20  # the dirty scan's splits go no smaller
@@ -105,9 +106,6 @@ def data_files(spark, ref: TableRef, tc: TableConfig, snapshot: int,
     the snapshot that added each
     (the records' append time; from ``expired_times``, see append_times, once maintenance expired
     that snapshot)."""
-    recorded = (F.element_at(F.create_map(*[F.lit(v) for kv in sorted(expired_times.items()) for v in kv]),
-                             F.col("snapshot_id")) if expired_times else F.lit(None))
-
     entries = spark.read.option("snapshot-id", snapshot).table(ref.meta("entries"))
     with_metrics = set(entries.schema["readable_metrics"].dataType.fieldNames())
     identity = [c for c in (tc.offset_column, tc.partition_column, *tc.key_columns) if c]
@@ -127,19 +125,17 @@ def data_files(spark, ref: TableRef, tc: TableConfig, snapshot: int,
                      if tc.offset_column in with_metrics else F.lit(None).cast("bigint")).alias("o_nulls"),
                     _version_nulls(tc, with_metrics).alias("v_nulls"),
                     F.greatest(*[c.isNull() for c in null_counts], F.lit(len(null_counts) < len(identity)),
-                               F.lit(False)).alias("identity_nulls_unknown"))
-            .join(spark.table(ref.meta("snapshots")).select("snapshot_id", F.expr("unix_millis(committed_at)").alias("at")),
-                  "snapshot_id", "left")
-            .withColumn("appended_at", F.coalesce("at", recorded, F.lit(0)))).collect()
-    return [_data_file(r.asDict()) for r in rows]
+                               F.lit(False)).alias("identity_nulls_unknown"))).collect()
+    committed = {**(expired_times or {}), **commit_times(spark, ref, (r["snapshot_id"] for r in rows))}
+    return [_data_file(r.asDict(), committed.get(r["snapshot_id"], 0)) for r in rows]
 
 
-def _data_file(row: dict) -> DataFile:
+def _data_file(row: dict, appended_at_ms: int) -> DataFile:
     """One row of data_files' metadata query as a DataFile."""
     def bounds(prefix: str) -> Bounds:
         return Bounds(row.get(f"{prefix}_lower_bound"), row.get(f"{prefix}_upper_bound"))
 
-    return DataFile(size=row["size"], offsets=bounds("o"), partitions=bounds("p"), appended_at_ms=row["appended_at"],
+    return DataFile(size=row["size"], offsets=bounds("o"), partitions=bounds("p"), appended_at_ms=appended_at_ms,
                     records=row["records"], path=row["_file"], snapshot_id=row["snapshot_id"],
                     versions=bounds("v"), version_nulls=row["v_nulls"], offset_nulls=row["o_nulls"],
                     identity_nulls=None if row["identity_nulls_unknown"] else row["identity_nulls"])
