@@ -37,15 +37,20 @@ def warm_up_config(workdir: str) -> LakecleanerConfig:
                              spark=SparkConfig(master="local[1]", driver_memory="512m"))
 
 
-def archive_key() -> str:
-    """The JDK (its java binary, as installed) and the Spark whose classes the archive holds."""
+def archive_key(jars: Path | None = None) -> str:
+    """The JDK (its java binary, as installed) and the jars whose classes the archive holds, each by
+    name, size and modification time: what the JVM checks before it maps the archive. A venv made
+    anew at the same path (a fresh clone where an earlier one was) has the same Spark in new files,
+    and a JVM given the old archive runs without it, or with -Xshare:on does not start."""
     import pyspark
 
+    jars = jars or Path(pyspark.__file__).parent / "jars"
     java = Path(os.environ.get("JAVA_HOME", ""), "bin", "java") if os.environ.get("JAVA_HOME") else None
     java = java if java and java.exists() else Path(shutil.which("java") or "java")
     real = java.resolve()
-    stamp = f"{real}:{real.stat().st_mtime_ns if real.exists() else 0}:{pyspark.__version__}:{Path(pyspark.__file__).parent}"
-    return hashlib.sha256(stamp.encode()).hexdigest()[:16]
+    stamp = [f"{real}:{real.stat().st_mtime_ns if real.exists() else 0}:{pyspark.__version__}:{jars}"]
+    stamp += [f"{jar.name}:{jar.stat().st_size}:{jar.stat().st_mtime_ns}" for jar in sorted(jars.glob("*.jar"))]
+    return hashlib.sha256("\n".join(stamp).encode()).hexdigest()[:16]
 
 
 def archive_options(cache_dir: Path, base_options: str, timeout_s: float = 300) -> tuple[str, str | None]:

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from lakecleaner.core.submit import spark_submit_binary
-from lakecleaner_dev.jvm_archive import OPT_OUT_ENV, QUIET, TEST_JVM_OPTIONS, USE_ARCHIVE, archive_in
+from lakecleaner_dev.jvm_archive import OPT_OUT_ENV, QUIET, TEST_JVM_OPTIONS, USE_ARCHIVE, archive_in, archive_key
 
 pytestmark = pytest.mark.spark
 
@@ -32,6 +32,19 @@ def test_a_spark_submit_loads_sparks_classes_from_the_archive():
     assert done.returncode == 0, done.stderr[-2000:]
     shared = re.search(r"org\.apache\.spark\.deploy\.SparkSubmit source: shared objects file \(top\)", done.stdout)
     assert shared, done.stdout[-2000:]
+
+
+def test_the_archive_is_made_anew_for_jars_installed_anew_at_the_same_path(tmp_path):
+    """A fresh clone where an earlier one was gets a venv at the same path: the same Spark, new jar
+    files. The old archive would not map (-Xshare:on refused to start), so its key must differ."""
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    for name in ("spark-core.jar", "iceberg.jar"):
+        (jars / name).write_bytes(b"PK")
+    key = archive_key(jars)
+    assert archive_key(jars) == key
+    os.utime(jars / "spark-core.jar", ns=(10**18, 10**18))  # installed again: same name and size
+    assert archive_key(jars) != key
 
 
 def test_a_jvm_that_cannot_use_the_archive_runs_without_it_silently(tmp_path):
