@@ -7,9 +7,10 @@
 Loaded as a plugin (before tests/conftest.py), it starts the session JVM, and every spark-submit the
 tests start (they inherit SPARK_SUBMIT_OPTS and discard their recordings), with Java Flight
 Recorder's ``profile`` settings and without the tests' class archive: JDK 17's JFR crashes a JVM
-that maps a dynamic archive. After the last test it dumps the session JVM's recording. The summary reads its CPU samples (Java threads only: the JIT
-compiler's and the collector's time are not in them) and the processes the JVM forked, with JDK 17's
-``jfr`` tool. Its categories are checked in order, a sample counting in the first whose frame it holds.
+that maps a dynamic archive. After the last test it dumps the session JVM's recording. The summary
+reads its CPU samples (Java threads only: the JIT compiler's and the collector's time are not in
+them; a fork's own CPU neither, so forks are counted apart) and the processes the JVM forked, with
+JDK 17's ``jfr`` tool. Its categories are checked in order, a sample counting in the first whose frame it holds.
 """
 from __future__ import annotations
 

@@ -49,7 +49,7 @@ def archive_key(jars: Path | None = None) -> str:
     java = java if java and java.exists() else Path(shutil.which("java") or "java")
     real = java.resolve()
     stamp = [f"{real}:{real.stat().st_mtime_ns if real.exists() else 0}:{pyspark.__version__}:{jars}"]
-    stamp += [f"{jar.name}:{jar.stat().st_size}:{jar.stat().st_mtime_ns}" for jar in sorted(jars.glob("*.jar"))]
+    stamp += [f"{jar.name}:{st.st_size}:{st.st_mtime_ns}" for jar in sorted(jars.glob("*.jar")) for st in [jar.stat()]]
     return hashlib.sha256("\n".join(stamp).encode()).hexdigest()[:16]
 
 
