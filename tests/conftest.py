@@ -78,34 +78,35 @@ def config_file(lake_config, tmp_path_factory) -> Path:
     return path
 
 
+_LARGE_TABLE_CONF: dict[str, str | None] = {}  # what the session started with, where SMALL_TABLE_CONF differs
+
+
 @pytest.fixture(scope="session")
 def spark(lake_config):
-    from lakecleaner.spark.batch import SMALL_TABLE_CONF
+    from lakecleaner.spark.batch import SMALL_TABLE_CONF, set_session_conf
     from lakecleaner.spark.session import get_spark
 
     # started with SPARK_SUBMIT_OPTS like every spark-submit: C1 only, the class archive
     session = get_spark(lake_config, "lakecleaner-tests")
     # The tests' tables are small, and the session runs them as an application of small tables
-    # does (lakecleaner.spark.batch: code generation off below SMALL_TABLE_BYTES); compiling each
-    # new plan's code was a seventh of the session's CPU (test_engine_vs_model alone: 257 -> 221
-    # CPU s). The tests that stand in for large tables ask for ``codegen``.
-    for key, value in SMALL_TABLE_CONF.items():
-        session.conf.set(key, value)
+    # does (lakecleaner.spark.batch: code generation off and 2 shuffle partitions below
+    # SMALL_TABLE_BYTES); compiling each new plan's code was a seventh of the session's CPU
+    # (test_engine_vs_model alone: 257 -> 221 CPU s). The tests that stand in for large tables ask
+    # for ``codegen``, which puts back what the session started with.
+    _LARGE_TABLE_CONF.update(set_session_conf(session, SMALL_TABLE_CONF))
     yield session
     session.stop()
 
 
 @pytest.fixture
 def codegen(spark):
-    """The session with Spark's code generation on, as an application runs a table above
-    SMALL_TABLE_BYTES."""
-    from lakecleaner.spark.batch import SMALL_TABLE_CONF
+    """The session with Spark's code generation on and its 8 shuffle partitions, as an application
+    runs a table above SMALL_TABLE_BYTES."""
+    from lakecleaner.spark.batch import SMALL_TABLE_CONF, restore_session_conf, set_session_conf
 
-    for key in SMALL_TABLE_CONF:
-        spark.conf.unset(key)
+    restore_session_conf(spark, _LARGE_TABLE_CONF)
     yield spark
-    for key, value in SMALL_TABLE_CONF.items():
-        spark.conf.set(key, value)
+    set_session_conf(spark, SMALL_TABLE_CONF)
 
 
 @pytest.fixture

@@ -122,6 +122,7 @@ def test_one_application_cleans_every_good_table_and_contains_each_broken_one(co
     assert any("code generation off" in line for line in lines)
     assert spark.conf.get("spark.sql.codegen.wholeStage", "true") == "true"
     assert spark.conf.get("spark.sql.codegen.factoryMode", "FALLBACK") == "FALLBACK"
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "8"  # sparkconf's, not Spark's default of 200
 
 
 def test_a_spent_budget_leaves_the_rest_in_plan_order_for_the_next_run(spark, lake_config, table_name):
