@@ -194,3 +194,23 @@ def test_an_unreadable_quality_context_fails_validation_only(spark, lake_config,
     assert outcome.steps["compact"]["status"] == "committed" and "maintain" in outcome.steps
     assert outcome.cleaned and record_ids(spark, ref) == expected
     assert list(scratch.iterdir()) == []  # the context's scratch directory went all the same
+
+
+def test_a_small_table_application_keeps_the_operators_own_spark_settings(codegen, lake_config):
+    """Small tables: code generation off and 2 shuffle partitions, except where the operator's
+    spark.conf says otherwise; the session gets back what it had."""
+    from dataclasses import replace
+
+    from lakecleaner.spark.batch import CODEGEN, SHUFFLE_PARTITIONS, _choose_small_table_conf, restore_session_conf
+
+    spark = codegen
+    for given, expected in ((None, "2"), ("5", "5")):
+        conf = {SHUFFLE_PARTITIONS: given} if given else {}
+        cfg = replace(lake_config, spark=replace(lake_config.spark, conf=conf))
+        spark.conf.set(SHUFFLE_PARTITIONS, given or "8")  # as the application's conf started it
+        lines: list[str] = []
+        replaced = _choose_small_table_conf(spark, cfg, (), lines.append)
+        assert (spark.conf.get(CODEGEN), spark.conf.get(SHUFFLE_PARTITIONS)) == ("false", expected)
+        assert lines == [f"lakecleaner: every table is at most 32 MB: code generation off, {expected} shuffle partitions"]
+        restore_session_conf(spark, replaced)
+        assert (spark.conf.get(CODEGEN, None), spark.conf.get(SHUFFLE_PARTITIONS)) == (None, given or "8")

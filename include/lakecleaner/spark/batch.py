@@ -109,8 +109,9 @@ SMALL_TABLE_SHUFFLE_PARTITIONS = 2
 
 
 CODEGEN = "spark.sql.codegen.wholeStage"
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 SMALL_TABLE_CONF = {CODEGEN: "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-                    "spark.sql.shuffle.partitions": str(SMALL_TABLE_SHUFFLE_PARTITIONS)}
+                    SHUFFLE_PARTITIONS: str(SMALL_TABLE_SHUFFLE_PARTITIONS)}
 
 
 def set_session_conf(spark, conf: dict[str, str]) -> dict[str, str | None]:
@@ -133,8 +134,9 @@ def restore_session_conf(spark, previous: dict[str, str | None]) -> None:
 
 def _choose_small_table_conf(spark, cfg: LakecleanerConfig, tables: tuple[str, ...],
                              emit) -> dict[str, str | None]:
-    """Run an application of small tables with SMALL_TABLE_CONF; returns what it replaced (nothing if
-    a table is larger, or the operator set code generation)."""
+    """Run an application of small tables with SMALL_TABLE_CONF, but for the settings the operator
+    gave (cfg.spark.conf); returns what it replaced (nothing if a table is larger, or the operator
+    set code generation)."""
     from lakecleaner.core.table import TableRef
     from lakecleaner.spark.catalog import snapshot_summary
 
@@ -149,10 +151,11 @@ def _choose_small_table_conf(spark, cfg: LakecleanerConfig, tables: tuple[str, .
         largest = max(largest, int(summary.get("total-files-size", 0)))
     if largest > SMALL_TABLE_BYTES:
         return {}
-    conf = {key: value for key, value in SMALL_TABLE_CONF.items() if key not in cfg.spark.conf}  # the operator's stay
+    replaced = set_session_conf(spark, {key: value for key, value in SMALL_TABLE_CONF.items()
+                                        if key not in cfg.spark.conf})  # the operator's own settings stay
     emit(f"lakecleaner: every table is at most {SMALL_TABLE_BYTES // 2**20} MB: code generation off, "
-         f"{conf.get('spark.sql.shuffle.partitions', spark.conf.get('spark.sql.shuffle.partitions'))} shuffle partitions")
-    return set_session_conf(spark, conf)
+         f"{spark.conf.get(SHUFFLE_PARTITIONS)} shuffle partitions")
+    return replaced
 
 
 class _NoSuites:
