@@ -38,12 +38,24 @@ def test_rows_arrive_exactly_as_a_local_relation(spark):
     assert df.collect() == spark.createDataFrame(ROWS, SCHEMA).collect()
 
 
-def test_floating_point_keeps_nan(spark):
-    """pandas reads NaN as missing: a schema with a float or double takes PySpark's own path."""
-    rows = [(1, float("nan"), [float("nan")]), (2, None, None), (3, -0.0, [])]
+@pytest.mark.parametrize("nan_at", ["field", "array"])
+def test_floating_point_keeps_nan(spark, nan_at):
+    """pandas reads NaN as missing: rows holding a NaN, at any depth, take PySpark's own path."""
+    nan = float("nan")
+    rows = [(1, nan if nan_at == "field" else 1.5, [nan] if nan_at == "array" else []), (2, None, None), (3, -0.0, [])]
     got = local_frame(spark, rows, "i int, x double, y array<float>").orderBy("i").collect()
-    assert math.isnan(got[0].x) and math.isnan(got[0].y[0])
-    assert got[1].x is None and math.copysign(1, got[2].x) == -1
+    assert math.isnan(got[0].x) if nan_at == "field" else math.isnan(got[0].y[0])
+    assert got[1].x is None and got[1].y is None and math.copysign(1, got[2].x) == -1
+
+
+def test_floating_point_without_nan_is_a_local_relation(spark):
+    """Doubles and floats without a NaN arrive exactly through Arrow: extremes, -0.0, float32 rounding."""
+    rows = [(1, 1.7976931348623157e308, [3.4028234663852886e38, 1e-45]), (2, None, None), (3, -0.0, [0.1]),
+            (4, 5e-324, [-1.5])]
+    df = local_frame(spark, rows, "i int, x double, y array<float>")
+    assert plan_of(df) == "LocalTableScanExec"
+    got, want = df.orderBy("i").collect(), spark.createDataFrame(rows, "i int, x double, y array<float>").orderBy("i").collect()
+    assert got == want and math.copysign(1, got[2].x) == -1
 
 
 def test_a_session_without_arrow_gets_the_same_rows(spark):

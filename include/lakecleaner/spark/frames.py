@@ -31,11 +31,11 @@ def local_frame(spark, rows: Iterable[Sequence[Any]], schema: StructType | str) 
     sees them: 0.23 CPU s a call, against 0.07 through Arrow (six rows; benchmarks/bench_overheads.py).
     The rows go as a pandas frame of plain objects (no dtype guessing: an int64 never becomes a float),
     the path PySpark itself takes for pandas. Timestamps must be aware datetimes, as everywhere here.
-    The plain path is kept where Arrow is off in the session, and for floating-point fields, since
-    pandas reads NaN as null."""
+    The plain path is kept where Arrow is off in the session, and for rows holding a floating-point
+    NaN, since pandas reads NaN as null."""
     struct = _parse_datatype_string(schema) if isinstance(schema, str) else schema
     data = [tuple(row) for row in rows]
-    if not data or spark.conf.get(ARROW_ENABLED, "false") != "true" or _has_floating(struct):
+    if not data or spark.conf.get(ARROW_ENABLED, "false") != "true" or (_has_floating(struct) and _holds_nan(data)):
         return spark.createDataFrame(data, struct)
     import pandas as pd  # the spark extra's (pyproject)
 
@@ -59,6 +59,17 @@ def _has_floating(dt: DataType) -> bool:
     if isinstance(dt, ArrayType):
         return _has_floating(dt.elementType)
     return isinstance(dt, MapType) and (_has_floating(dt.keyType) or _has_floating(dt.valueType))
+
+
+def _holds_nan(value: Any) -> bool:
+    """Whether a float NaN lies anywhere in ``value`` (rows, and the lists, maps and structs in them)."""
+    if isinstance(value, float):
+        return value != value
+    if isinstance(value, dict):
+        return any(_holds_nan(k) or _holds_nan(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_nan(v) for v in value)
+    return False
 
 
 class Frames:
