@@ -13,6 +13,7 @@ import pytest
 
 from lakecleaner.spark.batch import BatchRequest, clean_tables
 from lakecleaner.core.config import CHECKPOINT_PROPERTY
+from lakecleaner.core.sparkconf import SHUFFLE_PARTITIONS, SHUFFLE_PARTITIONS_DEFAULT
 from lakecleaner.core.table import TableRef
 from lakecleaner_dev.generator import CDC_SCHEMA
 from lakecleaner.core.model import compact
@@ -122,7 +123,7 @@ def test_one_application_cleans_every_good_table_and_contains_each_broken_one(co
     assert any("code generation off" in line for line in lines)
     assert spark.conf.get("spark.sql.codegen.wholeStage", "true") == "true"
     assert spark.conf.get("spark.sql.codegen.factoryMode", "FALLBACK") == "FALLBACK"
-    assert spark.conf.get("spark.sql.shuffle.partitions") == "8"  # sparkconf's, not Spark's default of 200
+    assert spark.conf.get(SHUFFLE_PARTITIONS) == str(SHUFFLE_PARTITIONS_DEFAULT)  # sparkconf's, not Spark's 200
 
 
 def test_a_spent_budget_leaves_the_rest_in_plan_order_for_the_next_run(spark, lake_config, table_name):
@@ -201,16 +202,17 @@ def test_a_small_table_application_keeps_the_operators_own_spark_settings(codege
     spark.conf says otherwise; the session gets back what it had."""
     from dataclasses import replace
 
-    from lakecleaner.spark.batch import CODEGEN, SHUFFLE_PARTITIONS, _choose_small_table_conf, restore_session_conf
+    from lakecleaner.spark.batch import CODEGEN, _choose_small_table_conf, restore_session_conf
 
     spark = codegen
     for given, expected in ((None, "2"), ("5", "5")):
         conf = {SHUFFLE_PARTITIONS: given} if given else {}
         cfg = replace(lake_config, spark=replace(lake_config.spark, conf=conf))
-        spark.conf.set(SHUFFLE_PARTITIONS, given or "8")  # as the application's conf started it
+        spark.conf.set(SHUFFLE_PARTITIONS, given or str(SHUFFLE_PARTITIONS_DEFAULT))  # as the application started
         lines: list[str] = []
         replaced = _choose_small_table_conf(spark, cfg, (), lines.append)
         assert (spark.conf.get(CODEGEN), spark.conf.get(SHUFFLE_PARTITIONS)) == ("false", expected)
         assert lines == [f"lakecleaner: every table is at most 32 MB: code generation off, {expected} shuffle partitions"]
         restore_session_conf(spark, replaced)
-        assert (spark.conf.get(CODEGEN, None), spark.conf.get(SHUFFLE_PARTITIONS)) == (None, given or "8")
+        assert (spark.conf.get(CODEGEN, None), spark.conf.get(SHUFFLE_PARTITIONS)) == (
+            None, given or str(SHUFFLE_PARTITIONS_DEFAULT))

@@ -16,6 +16,10 @@ RUNTIME_GLOB = "iceberg-spark-runtime-3.5_2.12-*.jar"
 EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 # Python rows reach the JVM through Arrow (spark.frames.local_frame), not through Python workers.
 ARROW_ENABLED = "spark.sql.execution.arrow.pyspark.enabled"
+# An application's shuffle partitions: this many for a large table; an application of small tables
+# takes fewer (lakecleaner.spark.batch.SMALL_TABLE_CONF).
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+SHUFFLE_PARTITIONS_DEFAULT = 8
 
 
 # The driver's log4j configuration: a file of the installed package (the JVM reads it by path).
@@ -68,7 +72,7 @@ def spark_conf(cfg: LakecleanerConfig) -> dict[str, str]:
         "spark.sql.session.timeZone": "UTC",
         ARROW_ENABLED: "true",
         "spark.ui.enabled": "false",
-        "spark.sql.shuffle.partitions": "8",
+        SHUFFLE_PARTITIONS: str(SHUFFLE_PARTITIONS_DEFAULT),
         "spark.ui.showConsoleProgress": "false",
         # Let Spark push a Bloom filter of the run's keys into the clean-part scan when the keys are
         # too many to broadcast (defaults only do so for scans over 10 GB).

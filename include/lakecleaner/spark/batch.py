@@ -30,6 +30,7 @@ from typing import Callable
 from lakecleaner.core.config import DEFAULT_INTERVAL_MS, ConfigError, LakecleanerConfig
 from lakecleaner.core.records import (CLEANING_STEPS, NOT_COUNTED, ApplicationReport, QualityStatus, RunStatus, Step,
                                       TableOutcome, TableStatus)
+from lakecleaner.core.sparkconf import SHUFFLE_PARTITIONS
 from lakecleaner.core.submit import format_result
 
 __all__ = ["CLEANING_STEPS", "STEPS", "BatchRequest", "TableOutcome", "clean_tables", "job_main", "result_line"]
@@ -97,19 +98,18 @@ def clean_tables(spark, cfg: LakecleanerConfig, request: BatchRequest,
 # below SMALL_TABLE_BYTES. ``spark.sql.codegen.factoryMode=NO_CODEGEN`` is an internal setting of
 # Spark's: it takes the interpreted projections and predicates Spark itself falls back to whenever
 # generated code cannot be compiled; an unknown setting would be ignored, not fail.
-# Such an application also shuffles into SMALL_TABLE_SHUFFLE_PARTITIONS, not sparkconf's 8. Adaptive
-# execution coalesces a small shuffle's partitions on its own, but not those of a cached plan
-# (spark.sql.optimizer.canChangeCachedPlanOutputPartitioning is off in Spark 3.5, and turning it on
-# changed nothing measurable): the run's key map kept 8 partitions, a task each in every job that
-# reads it. A warm run of a 60-record table: 1.28 -> 1.12 CPU s (offset strategy) and 1.07 -> 0.94
-# (timestamp), medians of 13 alternating in one session; 1 partition saved a little more but runs a
-# 32 MB table's reduce on one core.
+# Such an application also shuffles into SMALL_TABLE_SHUFFLE_PARTITIONS, not sparkconf's
+# SHUFFLE_PARTITIONS_DEFAULT (8). Adaptive execution coalesces a small shuffle's partitions on its
+# own, but not those of a cached plan (spark.sql.optimizer.canChangeCachedPlanOutputPartitioning is
+# off in Spark 3.5, and turning it on changed nothing measurable): the run's key map kept 8
+# partitions, a task each in every job that reads it. A warm run of a 60-record table: 1.28 -> 1.12
+# CPU s (offset strategy) and 1.07 -> 0.94 (timestamp), medians of 13 alternating in one session;
+# 1 partition saved a little more but runs a 32 MB table's reduce on one core.
 SMALL_TABLE_BYTES = 32 * 2**20
 SMALL_TABLE_SHUFFLE_PARTITIONS = 2
 
 
 CODEGEN = "spark.sql.codegen.wholeStage"
-SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 SMALL_TABLE_CONF = {CODEGEN: "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN",
                     SHUFFLE_PARTITIONS: str(SMALL_TABLE_SHUFFLE_PARTITIONS)}
 
