@@ -89,8 +89,8 @@ def spark(lake_config):
     # started with SPARK_SUBMIT_OPTS like every spark-submit: C1 only, the class archive
     session = get_spark(lake_config, "lakecleaner-tests")
     # The tests' tables are small, and the session runs them as an application of small tables
-    # does (lakecleaner.spark.batch: code generation off and 2 shuffle partitions below
-    # SMALL_TABLE_BYTES); compiling each new plan's code was a seventh of the session's CPU
+    # does (lakecleaner.spark.batch: code generation and adaptive execution off and 2 shuffle
+    # partitions below SMALL_TABLE_BYTES); compiling each new plan's code was a seventh of the session's CPU
     # (test_engine_vs_model alone: 257 -> 221 CPU s). The tests that stand in for large tables ask
     # for ``codegen``, which puts back what the session started with.
     _LARGE_TABLE_CONF.update(set_session_conf(session, SMALL_TABLE_CONF))

@@ -124,6 +124,7 @@ def test_one_application_cleans_every_good_table_and_contains_each_broken_one(co
     assert spark.conf.get("spark.sql.codegen.wholeStage", "true") == "true"
     assert spark.conf.get("spark.sql.codegen.factoryMode", "FALLBACK") == "FALLBACK"
     assert spark.conf.get(SHUFFLE_PARTITIONS) == str(SHUFFLE_PARTITIONS_DEFAULT)  # sparkconf's, not Spark's 200
+    assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
 
 
 def test_a_spent_budget_leaves_the_rest_in_plan_order_for_the_next_run(spark, lake_config, table_name):
@@ -198,21 +199,25 @@ def test_an_unreadable_quality_context_fails_validation_only(spark, lake_config,
 
 
 def test_a_small_table_application_keeps_the_operators_own_spark_settings(codegen, lake_config):
-    """Small tables: code generation off and 2 shuffle partitions, except where the operator's
-    spark.conf says otherwise; the session gets back what it had."""
+    """Small tables: code generation and adaptive execution off and 2 shuffle partitions, except
+    where the operator's spark.conf says otherwise; the session gets back what it had."""
     from dataclasses import replace
 
     from lakecleaner.spark.batch import CODEGEN, _choose_small_table_conf, restore_session_conf
 
+    ADAPTIVE = "spark.sql.adaptive.enabled"
+
     spark = codegen
-    for given, expected in ((None, "2"), ("5", "5")):
-        conf = {SHUFFLE_PARTITIONS: given} if given else {}
+    for given, expected, adaptive in ((None, "2", "off"), ("5", "5", "on")):
+        conf = {SHUFFLE_PARTITIONS: given, ADAPTIVE: "true"} if given else {}
         cfg = replace(lake_config, spark=replace(lake_config.spark, conf=conf))
         spark.conf.set(SHUFFLE_PARTITIONS, given or str(SHUFFLE_PARTITIONS_DEFAULT))  # as the application started
         lines: list[str] = []
         replaced = _choose_small_table_conf(spark, cfg, (), lines.append)
-        assert (spark.conf.get(CODEGEN), spark.conf.get(SHUFFLE_PARTITIONS)) == ("false", expected)
-        assert lines == [f"lakecleaner: every table is at most 32 MB: code generation off, {expected} shuffle partitions"]
+        assert (spark.conf.get(CODEGEN), spark.conf.get(SHUFFLE_PARTITIONS), spark.conf.get(ADAPTIVE)) == (
+            "false", expected, "true" if given else "false")
+        assert lines == [f"lakecleaner: every table is at most 32 MB: code generation off, {expected} shuffle "
+                         f"partitions, adaptive execution {adaptive}"]
         restore_session_conf(spark, replaced)
-        assert (spark.conf.get(CODEGEN, None), spark.conf.get(SHUFFLE_PARTITIONS)) == (
-            None, given or str(SHUFFLE_PARTITIONS_DEFAULT))
+        assert (spark.conf.get(CODEGEN, None), spark.conf.get(SHUFFLE_PARTITIONS), spark.conf.get(ADAPTIVE)) == (
+            None, given or str(SHUFFLE_PARTITIONS_DEFAULT), "true")
