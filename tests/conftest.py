@@ -100,8 +100,8 @@ def spark(lake_config):
 
 @pytest.fixture
 def codegen(spark):
-    """The session with Spark's code generation on and its 8 shuffle partitions, as an application
-    runs a table above SMALL_TABLE_BYTES."""
+    """The session with Spark's code generation and adaptive execution on and its 8 shuffle
+    partitions, as an application runs a table above SMALL_TABLE_BYTES."""
     from lakecleaner.spark.batch import SMALL_TABLE_CONF, restore_session_conf, set_session_conf
 
     restore_session_conf(spark, _LARGE_TABLE_CONF)

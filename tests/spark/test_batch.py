@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lakecleaner.spark.batch import BatchRequest, clean_tables
+from lakecleaner.spark.batch import ADAPTIVE, BatchRequest, clean_tables
 from lakecleaner.core.config import CHECKPOINT_PROPERTY
 from lakecleaner.core.sparkconf import SHUFFLE_PARTITIONS, SHUFFLE_PARTITIONS_DEFAULT
 from lakecleaner.core.table import TableRef
@@ -124,7 +124,7 @@ def test_one_application_cleans_every_good_table_and_contains_each_broken_one(co
     assert spark.conf.get("spark.sql.codegen.wholeStage", "true") == "true"
     assert spark.conf.get("spark.sql.codegen.factoryMode", "FALLBACK") == "FALLBACK"
     assert spark.conf.get(SHUFFLE_PARTITIONS) == str(SHUFFLE_PARTITIONS_DEFAULT)  # sparkconf's, not Spark's 200
-    assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
+    assert spark.conf.get(ADAPTIVE) == "true"
 
 
 def test_a_spent_budget_leaves_the_rest_in_plan_order_for_the_next_run(spark, lake_config, table_name):
@@ -204,8 +204,6 @@ def test_a_small_table_application_keeps_the_operators_own_spark_settings(codege
     from dataclasses import replace
 
     from lakecleaner.spark.batch import CODEGEN, _choose_small_table_conf, restore_session_conf
-
-    ADAPTIVE = "spark.sql.adaptive.enabled"
 
     spark = codegen
     for given, expected, adaptive in ((None, "2", "off"), ("5", "5", "on")):

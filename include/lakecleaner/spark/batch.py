@@ -110,8 +110,8 @@ def clean_tables(spark, cfg: LakecleanerConfig, request: BatchRequest,
 # on two small partitions there is nothing to gain, while re-planning every query at each stage
 # boundary costs on every run: a warm run of a 60-record table 0.84 -> 0.76 CPU s (offset) and
 # 1.00 -> 0.89 (timestamp), medians of 13 alternating in one session; bench_fleet.py's 20,000-record
-# tables 2.80 -> 2.53 s per additional table. Without it Spark plans joins
-# from the scans' estimates, which Iceberg gives from its metadata.
+# tables 2.80 -> 2.53 s per additional table. Without it Spark plans joins from the scans' estimates,
+# which Iceberg gives from its metadata.
 SMALL_TABLE_BYTES = 32 * 2**20
 SMALL_TABLE_SHUFFLE_PARTITIONS = 2
 
