@@ -17,7 +17,7 @@ HEAVIEST_FIRST = tuple(f"tests/{m}.py" for m in (
     "spark/test_forget", "spark/test_failures", "spark/test_chaos", "spark/test_cases_on_spark",
     "airflow/test_no_shared_disk", "test_installed_wheel", "spark/test_postgres_catalog",
     "airflow/test_openlineage_dag", "spark/test_quality", "spark/test_batch", "airflow/test_browser",
-    "airflow/test_observability_dag", "spark/test_physical_deletion", "airflow/test_catalog_connection_dag",
+    "spark/test_physical_deletion", "airflow/test_catalog_connection_dag",
 ))
 
 

@@ -2,17 +2,32 @@
 process, each packed application is a real ``spark-submit`` of jobs/clean.py through
 SparkSubmitOperator), Spark in local mode, Iceberg tables in a throwaway Hadoop warehouse.
 
-Seven tables, one per state the scheduler must tell apart, all handled in one DAG run whose four
+Eight tables, one per state the scheduler must tell apart, all handled in one DAG run whose five
 planned tables are packed into two applications (cleaner.threads=2); then the failing table's
 uncleanable mark, an operator clearing it, and a forced dry run for a past interval (as of its end).
+
+The first run is also the one whose metrics, alerts and asset events are checked (one lake and
+first DAG run for both, issue 38):
+
+- Airflow's StatsD client (``[metrics] statsd_on``, tags as InfluxDB-style ``statsd_influxdb_enabled``)
+  sends Kafka's cleaner metrics to a UDP socket this module listens on;
+- a real notifier class configured in the YAML (``recording_notifier.RecordingNotifier``) gets a
+  new uncleanable mark, a failed fail-severity quality rule and a table still past its lag;
+- the compacted tables get asset events (read back from Airflow's database) through the alias;
+- the evaluate task records the evaluation the UI pages present.
+
+A pending erasure request carried out by a DAG run (audited by hash, the key in no XCom or rendered
+field of the run): tests/airflow/test_openlineage_dag.py's run, which has one.
 """
 from __future__ import annotations
 
 from argparse import Namespace
 
 import datetime as dt
+import json
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -28,6 +43,7 @@ from lakecleaner.core.state import StateStore, read_document
 from lakecleaner.core.defaults import DEFAULT_INTERVAL_MINUTES
 from lakecleaner_dev.schedule import next_tick
 from lakecleaner_dev.tables import append, create_compacted_table, read_model_records, stored_checkpoint, record_ids
+from statsd_listener import metrics, statsd_on
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark,
               # dag.test talks to Airflow's execution API through starlette's TestClient
@@ -35,7 +51,8 @@ pytestmark = [pytest.mark.airflow, pytest.mark.spark,
 
 CATALOG = "dagtest"  # its own catalog and warehouse: other tests' tables must not be evaluated here
 CLEAN, BELOW, ABOVE, PAST_LAG = "t.clean", "t.below_ratio", "t.above_ratio", "t.past_lag"
-TOMBSTONES, BROKEN, FAILING = "t.tombstones", "t.broken", "t.failing"
+TOMBSTONES, BROKEN, FAILING, DUPES = "t.tombstones", "t.broken", "t.failing", "t.above_dupes"
+ALERTS = "alerts.jsonl"  # beside the YAML: what the configured notifier got
 INTERVAL = dt.timedelta(minutes=DEFAULT_INTERVAL_MINUTES)  # the default schedule's
 
 
@@ -52,13 +69,17 @@ def _ms(when: dt.datetime) -> int:
 @pytest.fixture(scope="module")
 def dag_config(tmp_path_factory, airflow_db):
     """The YAML the DAG ([lakecleaner] config) and its spark-submit jobs read: a fresh warehouse,
-    one failure marks a table uncleanable, two applications at most (the pool)."""
+    one failure marks a table uncleanable, two applications at most (the pool), alerts to a
+    notifier class by its dotted path."""
     base = tmp_path_factory.mktemp("dag_lake")
     path = base / "lakecleaner.yaml"
     path.write_text(
         f"catalog:\n  name: {CATALOG}\n  type: hadoop\n  warehouse: {base / 'warehouse'}\n"
         "spark:\n  master: local[2]\n  driver_memory: 1g\n"
-        "cleaner:\n  threads: 2\n  uncleanable_after_failures: 1\n")
+        "cleaner:\n  threads: 2\n  uncleanable_after_failures: 1\n"
+        "notifiers:\n"
+        "  - class: recording_notifier.RecordingNotifier\n"
+        f"    kwargs: {{path: '{base / ALERTS}', message: '{{{{ alert.subject }}}} in {{{{ dag.dag_id }}}}'}}\n")
     old = os.environ.get("AIRFLOW__LAKECLEANER__CONFIG")
     os.environ["AIRFLOW__LAKECLEANER__CONFIG"] = str(path)
     yield load_config(path)
@@ -66,6 +87,11 @@ def dag_config(tmp_path_factory, airflow_db):
         os.environ.pop("AIRFLOW__LAKECLEANER__CONFIG", None)
     else:
         os.environ["AIRFLOW__LAKECLEANER__CONFIG"] = old
+
+
+@pytest.fixture(scope="module")
+def statsd():
+    yield from statsd_on()
 
 
 @pytest.fixture(scope="module")
@@ -119,9 +145,15 @@ def lakehouse(dag_spark, dag_config):
 
     table(BROKEN, {"compaction.strategy": "bogus"})
 
-    ref = table(FAILING)  # eligible from metadata, but a data file is gone: the Spark job fails
+    # past max.compaction.lag.ms from metadata, but a data file is gone: the Spark job fails, and the
+    # table stays past its lag
+    ref = table(FAILING, {"max.compaction.lag.ms": "1"})
     victim = spark.sql(f"SELECT file_path FROM {ref.meta('files')} LIMIT 1").collect()[0][0]
     Path(victim.replace("file:", "")).unlink()
+
+    ref = create_compacted_table(spark, cfg, DUPES, {"compaction.retain.log.end.record": "false"})
+    # Kafka's contract broken: two records at offset 9 of partition 1 (compacted, then its quality suite fails)
+    append(spark, ref, _rows(0, 10) + [{"key": "other", "offset": 9, "partition": 1, "value": "x"}])
 
     return next_tick(dt.datetime.now(dt.timezone.utc))
 
@@ -170,10 +202,18 @@ def _map_index_names(dr, task_id: str) -> dict[int, str | None]:
         return {ti.map_index: ti.rendered_map_index for ti in tis}
 
 
+@dataclass(frozen=True)
+class FirstRun:
+    dag_run: object
+    tick: dt.datetime
+    datagrams: tuple[str, ...]  # what StatsD got during it
+
+
 @pytest.fixture(scope="module")
-def first_run(dagbag, dag_config, pool, lakehouse):
+def first_run(dagbag, dag_config, pool, lakehouse, statsd):
     dr = _run(dagbag, lakehouse)
-    return dr, lakehouse
+    time.sleep(0.5)  # the last datagrams
+    return FirstRun(dr, lakehouse, tuple(statsd.lines))
 
 
 def test_pool_is_sized_by_cleaner_threads(pool, dag_config):
@@ -182,23 +222,23 @@ def test_pool_is_sized_by_cleaner_threads(pool, dag_config):
 
 def test_one_run_packs_the_eligible_tables_filthiest_first_and_fails_for_the_broken_one(first_run, dag_config,
                                                                                         dag_spark):
-    dr, tick = first_run
+    dr, tick = first_run.dag_run, first_run.tick
     now_ms = _ms(tick)
-    assert dr.state == "failed"  # one table failed: the run must say so
+    assert dr.state == "failed"  # two tables failed: the run must say so
 
     evaluations = {e["table"]: e for e in _xcom(dr, "evaluate", "evaluations")}
-    assert set(evaluations) == {CLEAN, BELOW, ABOVE, PAST_LAG, TOMBSTONES, BROKEN, FAILING}
+    assert set(evaluations) == {CLEAN, BELOW, ABOVE, PAST_LAG, TOMBSTONES, BROKEN, FAILING, DUPES}
     assert evaluations[CLEAN]["status"] == "not eligible" and evaluations[CLEAN]["reason"] == "clean"
     assert evaluations[BELOW]["status"] == "not eligible" and evaluations[BELOW]["reason"].startswith("dirty ratio")
     assert evaluations[BROKEN]["status"] == "invalid config"
     assert f"table {BROKEN}: compaction.strategy='bogus' is invalid" in evaluations[BROKEN]["reason"]
-    assert "must clean" in evaluations[PAST_LAG]["reason"]
+    assert "must clean" in evaluations[PAST_LAG]["reason"] and "must clean" in evaluations[FAILING]["reason"]
     assert evaluations[TOMBSTONES]["reason"] == "tombstones past delete.retention.ms"
 
-    # four tables, two threads: two applications; the two filthiest start first, one in each, and
-    # each application takes its tables in plan order (must-clean ratio, then dirty ratio)
+    # five tables, two threads: two applications; the two filthiest start first, one in each, and
+    # each application takes its tables in plan order (must-clean ratio, then dirty ratio, then name)
     apps = _xcom(dr, "evaluate", "applications")
-    ranked = [PAST_LAG, ABOVE, FAILING, TOMBSTONES]
+    ranked = [FAILING, PAST_LAG, DUPES, ABOVE, TOMBSTONES]
     assert len(apps) == 2 and [a["tables"][0] for a in apps] == ranked[:2]
     assert sorted(t for a in apps for t in a["tables"]) == sorted(ranked)
     assert all(a["tables"] == sorted(a["tables"], key=ranked.index) and a["now_ms"] == now_ms for a in apps)
@@ -207,28 +247,33 @@ def test_one_run_packs_the_eligible_tables_filthiest_first_and_fails_for_the_bro
     assert all(f"--now-ms {now_ms}" in " ".join(s["application_args"]) for s in submitted)
     # each application's task instance is named after its tables in the UI
     assert _map_index_names(dr, "clean") == {a["index"]: ", ".join(a["tables"]) for a in apps}
-    # only the application holding the failing table failed; it still cleaned its other table
+    # only the application holding the failing tables (a compaction that failed, a quality suite that
+    # failed) failed; it still cleaned its other table
     failing_app = next(a["index"] for a in apps if FAILING in a["tables"])
+    assert DUPES in apps[failing_app]["tables"]
     states = _task_states(dr)
     assert {i: states[("clean", i)] for i in (0, 1)} == {failing_app: "failed", 1 - failing_app: "success"}
     assert states[("evaluate", -1)] == "success" and states[("summary", -1)] == "failed"
     outcomes = _outcomes(dr)
     assert {t: (r["status"], r["failed_step"]) for t, r in outcomes.items()} == {
-        PAST_LAG: ("ok", None), ABOVE: ("ok", None), FAILING: ("failed", "compact"), TOMBSTONES: ("ok", None)}
+        PAST_LAG: ("ok", None), ABOVE: ("ok", None), FAILING: ("failed", "compact"), TOMBSTONES: ("ok", None),
+        DUPES: ("failed", "validate")}
     assert outcomes[FAILING]["error"].startswith(f"table {FAILING}: ")
     # the data-quality suite ran on every compacted table and its verdict was kept under the run's date
-    verdicts = {t: list_results(dag_config, t) for t in (PAST_LAG, ABOVE, TOMBSTONES)}
-    assert all(v and v[0]["success"] and v[0]["now_ms"] == now_ms for v in verdicts.values()), verdicts
+    verdicts = {t: list_results(dag_config, t) for t in (PAST_LAG, ABOVE, TOMBSTONES, DUPES)}
+    assert all(v and v[0]["now_ms"] == now_ms for v in verdicts.values()), verdicts
+    assert {t: v[0]["success"] for t, v in verdicts.items()} == {PAST_LAG: True, ABOVE: True, TOMBSTONES: True,
+                                                                 DUPES: False}
 
     # what the jobs did, from run history (as of the run's now) and the tables themselves
     history = {r["table_name"]: r for r in scheduler.run_history(dag_config, now_ms)}
     assert {t: r["status"] for t, r in history.items()} == {
-        PAST_LAG: "committed", ABOVE: "committed", TOMBSTONES: "committed", FAILING: "failed"}
+        PAST_LAG: "committed", ABOVE: "committed", TOMBSTONES: "committed", FAILING: "failed", DUPES: "committed"}
     assert history[ABOVE]["removed_superseded"] > 0
     assert history[TOMBSTONES]["removed_expired_tombstones"] > 0
     assert FAILING in history[FAILING]["error"]
     reader = MetadataReader(dag_config)
-    for table in (PAST_LAG, ABOVE, TOMBSTONES):
+    for table in (PAST_LAG, ABOVE, TOMBSTONES, DUPES):
         assert CHECKPOINT_PROPERTY in reader.read(table).properties
     assert CHECKPOINT_PROPERTY not in reader.read(FAILING).properties
     assert CHECKPOINT_PROPERTY not in reader.read(BROKEN).properties  # reported, never run
@@ -239,18 +284,84 @@ def test_one_run_packs_the_eligible_tables_filthiest_first_and_fails_for_the_bro
     failing = store.get(FAILING)
     assert failing.consecutive_failures == 1 and failing.uncleanable
     assert failing.last_error.startswith(f"table {FAILING}: ")
-    assert all(store.get(t).consecutive_failures == 0 and store.get(t).last_success_ms for t in (PAST_LAG, ABOVE, TOMBSTONES))
+    # a failed quality rule is no cleaning failure: nothing counted towards an uncleanable mark
+    assert all(store.get(t).consecutive_failures == 0 and store.get(t).last_success_ms
+               for t in (PAST_LAG, ABOVE, TOMBSTONES, DUPES))
 
     report = _xcom(dr, "summary", "report")
-    assert report["failed"] == [FAILING] and report["failed_applications"] == [failing_app]
+    assert report["failed"] == [FAILING, DUPES] and report["failed_applications"] == [failing_app]
     gauges = _xcom(dr, "evaluate", "metrics")  # Kafka's cleaner metrics, also sent through Airflow's Stats
-    assert _xcom(dr, "summary", "metrics")["failed-tables-count"] == 1 and gauges["max-compaction-delay-secs"] > 0
+    assert _xcom(dr, "summary", "metrics")["failed-tables-count"] == 2 and gauges["max-compaction-delay-secs"] > 0
     assert gauges["max-dirty-percent"] == 100.0 and gauges["uncleanable-partitions-count"] == 0
     assert {r["table"]: r["status"] for r in report["not_run"]} == {BROKEN: "invalid config"}
 
 
+def test_kafkas_cleaner_metrics_reach_statsd_with_the_table_as_tag(first_run):
+    got = metrics(first_run.datagrams, "airflow.lakecleaner.")
+    assert got, first_run.datagrams[-20:]
+
+    def one(name, table=None):
+        (value,) = got[(f"airflow.lakecleaner.{name}", table)]
+        return value
+
+    assert one("dirty-percent", ABOVE) == (100.0, "g")  # never cleaned: all dirty
+    assert one("max-dirty-percent") == (100.0, "g")
+    delays = {t: one("compaction-delay-secs", t)[0] for t in (PAST_LAG, FAILING)}
+    assert all(d > 0 for d in delays.values()) and one("compaction-delay-secs", ABOVE) == (0.0, "g")
+    assert one("max-compaction-delay-secs")[0] == max(delays.values())
+    assert one("uncleanable-partitions-count") == (0.0, "g")  # marked by this run: counted from the next
+    removed, kind = one("records-removed", ABOVE)
+    assert kind == "c" and removed == 30  # 40 records of 10 (partition, key) pairs: all but the 10 winners
+    assert one("bytes-read", ABOVE)[0] > 0 and one("bytes-written", ABOVE)[1] == "c"
+    duration, kind = one("run-duration-ms", ABOVE)
+    assert kind == "ms" and 0 < duration < 600_000
+    assert one("time-since-last-run-ms", ABOVE) == (0.0, "g")  # cleaned by this run, on the run's clock
+    assert one("failed-tables-count") == (2.0, "g")
+    assert ("airflow.lakecleaner.records-removed", FAILING) not in got  # its compaction failed
+
+
+def test_each_alert_goes_through_the_configured_notifier(first_run, dag_config):
+    """(Before any later run of this module: the file holds the first run's alerts only.)"""
+    got = [json.loads(line) for line in (Path(dag_config.source).parent / ALERTS).read_text().splitlines()]
+    assert {(g["alert"]["kind"], g["alert"]["table"]) for g in got} == {
+        ("uncleanable", FAILING), ("compaction_lag", FAILING), ("quality_failed", DUPES)}
+    assert all(g["run_id"] == first_run.dag_run.run_id for g in got)
+    by_kind = {g["alert"]["kind"]: g for g in got}
+    assert by_kind["uncleanable"]["message"] == f"lakecleaner: uncleanable: {FAILING} in lakecleaner"  # rendered
+    assert "offsets unique per partition" in by_kind["quality_failed"]["alert"]["message"]
+    assert by_kind["compaction_lag"]["alert"]["details"]["max_compaction_lag_ms"] == 1
+
+
+def test_the_compacted_tables_get_asset_events_with_the_runs_figures(first_run, dag_config):
+    from sqlalchemy import select
+
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    dr = first_run.dag_run
+    assert dr.state == "failed"  # two tables failed; announcing the others does not hide that
+    with create_session() as session:
+        events = session.execute(select(AssetModel.uri, AssetEvent.extra, AssetEvent.source_task_id)
+                                 .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
+                                 .where(AssetEvent.source_run_id == dr.run_id)).all()
+    warehouse = dag_config.catalog.warehouse  # the catalog's own address: its warehouse, not the alias
+    # not the failed compaction's, nor the table whose quality suite failed
+    assert sorted((uri, task) for uri, _, task in events) == sorted(
+        (f"iceberg://localhost{warehouse}/{t.replace('.', '/')}", "announce") for t in (PAST_LAG, ABOVE, TOMBSTONES))
+    (extra,) = [e for _, e, _ in events if e["table"] == ABOVE]
+    assert extra["catalog"] == CATALOG and extra["now_ms"] == _ms(first_run.tick)
+    assert extra["removed_superseded"] == 30 and extra["records_read"] == 40
+
+
+def test_the_evaluate_task_records_the_evaluation_the_pages_present(first_run, dag_config):
+    """(Before any later run of this module: the last evaluation recorded is the first run's.)"""
+    recorded = scheduler.last_evaluation(dag_config)
+    assert recorded is not None and recorded.now_ms == _ms(first_run.tick)
+    assert {r["table"] for r in recorded.tables} == {CLEAN, BELOW, ABOVE, PAST_LAG, TOMBSTONES, BROKEN, FAILING, DUPES}
+
+
 def test_an_uncleanable_table_is_skipped_until_an_operator_clears_it(first_run, dagbag, dag_config):
-    _, tick = first_run
+    tick = first_run.tick
     second = _run(dagbag, tick + INTERVAL)
     evaluations = {e["table"]: e for e in _xcom(second, "evaluate", "evaluations")}
     assert evaluations[FAILING]["status"] == "uncleanable"
@@ -274,7 +385,7 @@ def test_a_past_interval_forced_dry_run_applies_the_policy_as_of_its_end(first_r
     """A run for a past interval (as a backfill makes them), forced and dry: the application's now is
     the interval's end. A live `airflow backfill create` over three intervals, each cleaned as of its
     own end, is test_airflow_on_postgres's."""
-    _, tick = first_run
+    tick = first_run.tick
     end = tick + 3 * INTERVAL
     run = _run(dagbag, end, {"tables": [CLEAN], "force": True, "dry_run": True})
     assert run.state == "success"
@@ -292,7 +403,7 @@ def test_an_application_that_dies_mid_table_has_that_table_counted(first_run, da
                                                                     monkeypatch):
     """The application is killed (SIGKILL) after a table's MERGE: it cannot record anything, so the
     task's failure callback counts the table it was cleaning, from the application's report."""
-    _, tick = first_run
+    tick = first_run.tick
     table = "t.dies"
     ref = create_compacted_table(dag_spark, dag_config, table, {"compaction.retain.log.end.record": "false"})
     append(dag_spark, ref, _rows(0, 40))
@@ -319,7 +430,7 @@ def test_the_dag_runs_on_a_real_spark_standalone_cluster(first_run, dagbag, dag_
     import json
     import urllib.request
 
-    _, tick = first_run
+    tick = first_run.tick
     table = "t.on_cluster"
     ref = create_compacted_table(dag_spark, dag_config, table, {"compaction.retain.log.end.record": "false"})
     append(dag_spark, ref, _rows(0, 40))
