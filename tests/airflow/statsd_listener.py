@@ -2,9 +2,12 @@
 Airflow's task-side ``Stats`` pointed at it: every datagram on a loopback UDP port, kept."""
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
+import time
+import uuid
 
 
 class StatsdListener:
@@ -26,6 +29,19 @@ class StatsdListener:
                 continue
             self.lines += data.decode().splitlines()
 
+    def flush(self, timeout: float = 10.0) -> list[str]:
+        """Every line sent before this call: a marker sent to our own port arrives after them
+        (loopback keeps a socket's order); the lines before it."""
+        marker = f"flush.{uuid.uuid4().hex}:1|c"
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as out:
+            out.sendto(marker.encode(), ("127.0.0.1", self.port))
+        deadline = time.monotonic() + timeout
+        while marker not in self.lines:
+            if time.monotonic() > deadline:
+                raise AssertionError("the StatsD listener never got its own flush marker")
+            time.sleep(0.05)
+        return self.lines[:self.lines.index(marker)]
+
     def close(self):
         self._stop.set()
         self._thread.join()
@@ -46,11 +62,11 @@ def metrics(lines: list[str], prefix: str) -> dict[tuple[str, str | None], list[
     return out
 
 
+@contextlib.contextmanager
 def statsd_on():
     """Airflow's [metrics] pointed at a new listener (tags as InfluxDB-style ``statsd_influxdb_enabled``)
     and the task SDK's Stats initialized from that config, as each task process does when it starts
-    (task_runner.main; dag.test runs tasks in this process). A generator: the fixture's body."""
-    from airflow.sdk._shared.observability.metrics.base_stats_logger import NoStatsLogger
+    (task_runner.main; dag.test runs tasks in this process); both as they were afterwards."""
     from airflow.sdk.observability import stats
     from airflow.sdk.observability.metrics import stats_utils
 
@@ -58,12 +74,17 @@ def statsd_on():
     env = {"AIRFLOW__METRICS__STATSD_ON": "True", "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
            "AIRFLOW__METRICS__STATSD_PORT": str(listener.port), "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
            "AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED": "True"}
-    os.environ.update(env)
-    stats.initialize(factory=stats_utils.get_stats_factory(), export_legacy_names=False)
+    before = {key: os.environ.get(key) for key in env}
     try:
+        os.environ.update(env)
+        stats.initialize(factory=stats_utils.get_stats_factory(), export_legacy_names=False)
         yield listener
     finally:
-        for key in env:
-            os.environ.pop(key, None)
-        stats.initialize(factory=NoStatsLogger, export_legacy_names=False)
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        # Stats from the configuration as it is again (without [metrics] statsd_on: no metrics)
+        stats.initialize(factory=stats_utils.get_stats_factory(), export_legacy_names=False)
         listener.close()
