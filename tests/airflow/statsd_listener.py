@@ -3,11 +3,12 @@ Airflow's task-side ``Stats`` pointed at it: every datagram on a loopback UDP po
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import threading
 import time
 import uuid
+
+import pytest
 
 
 class StatsdListener:
@@ -74,17 +75,13 @@ def statsd_on():
     env = {"AIRFLOW__METRICS__STATSD_ON": "True", "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
            "AIRFLOW__METRICS__STATSD_PORT": str(listener.port), "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
            "AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED": "True"}
-    before = {key: os.environ.get(key) for key in env}
     try:
-        os.environ.update(env)
-        stats.initialize(factory=stats_utils.get_stats_factory(), export_legacy_names=False)
-        yield listener
+        with pytest.MonkeyPatch.context() as patch:  # the environment as it was afterwards
+            for key, value in env.items():
+                patch.setenv(key, value)
+            stats.initialize(factory=stats_utils.get_stats_factory(), export_legacy_names=False)
+            yield listener
     finally:
-        for key, value in before.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
         # Stats from the configuration as it is again (without [metrics] statsd_on: no metrics)
         stats.initialize(factory=stats_utils.get_stats_factory(), export_legacy_names=False)
         listener.close()

@@ -214,7 +214,8 @@ def first_run(dagbag, dag_config, pool, lakehouse):
                                       "forget": []})
         datagrams = tuple(statsd.flush())
     alerts = Path(dag_config.source).parent / ALERTS
-    return FirstRun(dr, lakehouse, datagrams, tuple(json.loads(line) for line in alerts.read_text().splitlines()),
+    lines = alerts.read_text().splitlines() if alerts.exists() else []  # no alert: no file
+    return FirstRun(dr, lakehouse, datagrams, tuple(json.loads(line) for line in lines),
                     scheduler.last_evaluation(dag_config))
 
 
