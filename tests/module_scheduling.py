@@ -16,7 +16,7 @@ HEAVIEST_FIRST = tuple(f"tests/{m}.py" for m in (
     "airflow/test_airflow_on_postgres", "spark/test_engine_vs_model", "airflow/test_dag_end_to_end",
     "spark/test_forget", "spark/test_failures", "spark/test_chaos", "spark/test_cases_on_spark",
     "airflow/test_no_shared_disk", "test_installed_wheel", "spark/test_postgres_catalog",
-    "airflow/test_openlineage_dag", "spark/test_quality", "spark/test_batch", "airflow/test_browser",
+    "spark/test_quality", "spark/test_batch", "airflow/test_browser",
     "spark/test_physical_deletion", "airflow/test_catalog_connection_dag",
 ))
 

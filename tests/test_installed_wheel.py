@@ -1,12 +1,27 @@
 """lakecleaner as a user installs it: the wheel built from this checkout, installed with its
-``airflow`` extra into a fresh virtualenv outside the checkout (the lock as constraints), then used
-the way a deployment uses it: a fresh AIRFLOW_HOME whose dags folder holds only the three-line DAG
-file, no plugins folder, no PYTHONPATH, a working directory outside the checkout.
+``openlineage`` extra (which brings the ``airflow`` one) into a fresh virtualenv outside the checkout
+(the lock as constraints), then used the way a deployment uses it: a fresh AIRFLOW_HOME whose dags
+folder holds only the three-line DAG file, no plugins folder, no PYTHONPATH, a working directory
+outside the checkout, OpenLineage's file transport as the deployment's lineage backend.
 
 Airflow must find the provider, its ``[lakecleaner]`` section and the Lake Cleaner plugin by their
 entry points alone; the DAG must parse; the ``lakecleaner`` console script must evaluate a lake; and
-one ``airflow dags test`` run (in-process, a real spark-submit of the installed package's job file)
-must clean a compacted table to exactly what the reference model keeps.
+one ``airflow dags test`` run (in-process, real spark-submits of the installed package's job files)
+must carry out a pending erasure request and clean a compacted table to exactly what the reference
+model keeps, and its OpenLineage events name what the clean and forget tasks changed:
+
+- the ``clean`` task's COMPLETE event has the compacted table as input and output, named by its
+  location (``file`` + path, as openlineage-spark names it), with the symlinks facet (the Hadoop
+  warehouse's identifier, and the asset's), the catalog facet, input/output statistics and the
+  ``lakecleaner_compaction`` run facet with the run's figures; a table not compacted is not in it;
+- the ``forget`` task's COMPLETE event names the table a request was carried out on; the request
+  erased the key before evaluation, audited by its hash, and the key is in no XCom or rendered
+  field of the run;
+- an ``iceberg://`` asset converts to the identifier the datasets carry as a symlink.
+
+The provider decides whether it is enabled when Airflow first loads it, so only the deployment's
+own processes (here, ``airflow dags test``) have a transport; the DAG tests under tests/airflow run
+with the provider installed and none.
 
 Installing is the cost (about 1.3 GB unpacked). Dependencies come from pip's cache, warm after
 ``make test`` installed the repository's venv; ``--no-compile`` skips byte-compiling every module of
@@ -33,8 +48,12 @@ from packaging.utils import canonicalize_name
 
 from lakecleaner.airflow.provider import OPTION_DEFAULTS
 from lakecleaner.core.config import load_config
+from lakecleaner.core.erasure_requests import requests_table
 from lakecleaner.core.model import compact
 from lakecleaner.core.rules import Checkpoint
+from lakecleaner.spark.engine import compact_table
+from lakecleaner.spark.erasure_requests import ensure_requests_table
+from lakecleaner.spark.forget import read_audit
 from lakecleaner_dev.jvm_archive import TEST_JVM_OPTIONS
 from lakecleaner_dev.schedule import next_tick
 from lakecleaner_dev.tables import append, create_compacted_table, read_model_records, record_ids
@@ -47,6 +66,11 @@ VERSION = "0.1.0"
 DAG_ID = "lakecleaner_lake"
 CATALOG = "wheellake"  # its own catalog in the session's Spark: no other test's tables are evaluated here
 TABLE = "w.orders"
+# Not cleaned by the run (compacted before it, below their dirty ratio); the second holds a key a
+# pending erasure request names, carried out by the run's forget task.
+CLEAN, FORGET = "w.clean", "w.forget_me"
+ERASED = "erase-me-0l"
+LINEAGE_NAMESPACE = "lakes"
 
 # What the wheel must carry beside the modules: Airflow finds these by name or path at run time.
 ENTRY_POINTS = {
@@ -142,8 +166,16 @@ def user_env(venv: Path, home: Path) -> dict[str, str]:
         # the tests' JIT choice for short-lived JVMs (C1 only; tests/conftest.py), nothing of the checkout:
         # with C2 this test's spark-submit took 32 CPU s, the suite's others 15 to 20
         "SPARK_SUBMIT_OPTS": TEST_JVM_OPTIONS,
+        # the deployment's lineage backend: OpenLineage's file transport, beside the Airflow home
+        "AIRFLOW__OPENLINEAGE__NAMESPACE": LINEAGE_NAMESPACE,
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "log_file_path": str(lineage_log(home)),
+                                                       "append": True}),
     })
     return env
+
+
+def lineage_log(home: Path) -> Path:
+    return home.parent / "openlineage.jsonl"
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +190,7 @@ def deployment(tmp_path_factory):
         _timed(timings, "venv", _check, [sys.executable, "-m", "venv", "--without-pip", str(venv)], timeout=120)
         _timed(timings, "install", _check, [
             sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--no-compile",
-            "--quiet", f"lakecleaner[airflow] @ {wheel.as_uri()}", "--constraint", str(LOCK)], timeout=900)
+            "--quiet", f"lakecleaner[openlineage] @ {wheel.as_uri()}", "--constraint", str(LOCK)], timeout=900)
         home, cwd = base / "airflow_home", base / "cwd"
         (home / "dags").mkdir(parents=True)
         cwd.mkdir()
@@ -172,27 +204,38 @@ def deployment(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def lake(deployment, spark):
-    """A compacted table in its own warehouse, built by this process; the YAML that names the
-    warehouse; the three-line DAG file on it, alone in the dags folder. Returns the config, what the
-    reference model keeps as of the run's now (the next 15-minute tick: the DAG's default schedule,
-    whose runs have zero-length data intervals), and what the console script said before the run."""
+    """A compacted table in its own warehouse, built by this process, two tables already clean, one
+    with a key a pending erasure request names; the YAML that names the warehouse; the three-line DAG
+    file on it, alone in the dags folder. Returns the config, what the reference model keeps as of the
+    run's now (the next 15-minute tick: the DAG's default schedule, whose runs have zero-length data
+    intervals) and its figures, and what the console script said before the run."""
     base = deployment.home.parent / "lake"
     base.mkdir()
     yaml_path = base / "lake.yaml"
     yaml_path.write_text(f"catalog:\n  name: {CATALOG}\n  type: hadoop\n  warehouse: {base / 'warehouse'}\n"
-                         "spark:\n  master: local[2]\n  driver_memory: 1g\n")
+                         "spark:\n  master: local[2]\n  driver_memory: 1g\ncleaner:\n  threads: 1\n")
     cfg = load_config(yaml_path)
     for key, value in cfg.catalog.spark_conf().items():
         spark.conf.set(key, value)
     spark.conf.set(f"spark.sql.catalog.{CATALOG}.cache-enabled", "false")  # the DAG's job commits from another JVM
-    ref = create_compacted_table(spark, cfg, TABLE, {"compaction.retain.log.end.record": "false"})
+    props = {"compaction.retain.log.end.record": "false"}
+    ref = create_compacted_table(spark, cfg, TABLE, props)
     for batch in range(3):  # 5 keys, 2 partitions, every 7th record a tombstone
         append(spark, ref, [{"key": f"k{i % 5}", "offset": i, "partition": i % 2,
                              "value": None if i % 7 == 0 else f"v{i}"} for i in range(batch * 20, batch * 20 + 20)])
     tick = next_tick(dt.datetime.now(dt.timezone.utc))
     now_ms = int(tick.timestamp() * 1000)
+    for table in (CLEAN, FORGET):
+        ref = create_compacted_table(spark, cfg, table, {**props, "min.cleanable.dirty.ratio": "0.99"})
+        append(spark, ref, [{"key": f"k{i % 5}", "offset": i, "partition": 0, "value": f"v{i}"} for i in range(10)]
+               + ([{"key": ERASED, "offset": 10, "partition": 0, "value": "x"}] if table == FORGET else []))
+        compact_table(spark, cfg, table, now_ms=int(time.time() * 1000))  # nothing left to compact
+    ensure_requests_table(spark, cfg)
+    spark.sql(f"INSERT INTO {requests_table(cfg)} VALUES ('dpo-ol', '{FORGET}', map('key', '{ERASED}'), "
+              "current_timestamp(), 'dpo@example.org', 'ticket', 'pending', NULL, NULL, NULL)")
     records, tc = read_model_records(spark, cfg, TABLE)
-    expected = sorted(r.id for r in compact(records, Checkpoint(), tc, now_ms).survivors(records))
+    model = compact(records, Checkpoint(), tc, now_ms)
+    expected = sorted(r.id for r in model.survivors(records))
     assert len(expected) < len(records)  # the run has something to remove
     (deployment.home / "dags" / "lakecleaner_lake.py").write_text(
         "from lakecleaner.airflow import lakecleaner_dag\n\n"
@@ -200,7 +243,37 @@ def lake(deployment, spark):
     evaluated = _timed(deployment.timings, "lakecleaner evaluate", deployment.run,
                        "lakecleaner", "--config", str(yaml_path), "evaluate", "--json", "--now-ms", str(now_ms))
     return {"cfg": cfg, "yaml": yaml_path, "tick": tick, "expected": expected, "records": len(records),
-            "evaluated": json.loads(evaluated.splitlines()[-1])}
+            "figures": model.stats, "evaluated": json.loads(evaluated.splitlines()[-1])}
+
+
+@dataclass
+class DagRun:
+    """The one ``airflow dags test`` run, as its metadata database and lineage file recorded it."""
+    run_id: str
+    state: str
+    interval_end: str
+    clean: list[tuple]  # (map_index, state) of the clean task's instances
+    xcoms: list[tuple]  # (task_id, value)
+    rendered: list[tuple]  # (task_id, rendered_fields)
+    events: list[dict]  # every OpenLineage event of the run
+
+
+@pytest.fixture(scope="module")
+def dag_run(deployment, lake) -> DagRun:
+    d = deployment
+    _timed(d.timings, "dags test", d.run, "airflow", "dags", "test", DAG_ID, lake["tick"].isoformat(), timeout=900)
+    with sqlite3.connect(d.home / "airflow.db") as db:  # the default metadata database of the fresh AIRFLOW_HOME
+        runs = db.execute("SELECT run_id, state, data_interval_end FROM dag_run WHERE dag_id = ?", (DAG_ID,)).fetchall()
+        assert len(runs) == 1, runs
+        (run_id, state, end), = runs
+        clean = db.execute("SELECT map_index, state FROM task_instance WHERE dag_id = ? AND task_id = 'clean'",
+                           (DAG_ID,)).fetchall()
+        xcoms = db.execute("SELECT task_id, value FROM xcom WHERE run_id = ?", (run_id,)).fetchall()
+        rendered = db.execute("SELECT task_id, rendered_fields FROM rendered_task_instance_fields WHERE run_id = ?",
+                              (run_id,)).fetchall()
+    log = lineage_log(d.home)
+    events = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return DagRun(run_id, state, end, clean, xcoms, rendered, events)
 
 
 # ---------------------------------------------------------------- the wheel itself
@@ -288,21 +361,92 @@ def test_airflow_finds_the_provider_its_section_the_plugin_and_the_dag(deploymen
 
 def test_the_console_script_evaluates_the_lake(lake):
     rows = {r["table"]: r for r in lake["evaluated"]}
-    assert set(rows) == {TABLE}
+    assert set(rows) == {TABLE, CLEAN, FORGET}
     assert rows[TABLE]["status"] == "eligible" and rows[TABLE]["plan_rank"] == 1, rows[TABLE]
+    assert rows[CLEAN]["status"] != "eligible" and rows[FORGET]["status"] != "eligible", rows
 
 
-def test_one_dags_test_run_cleans_the_table_to_what_the_model_keeps(deployment, lake, spark):
-    d, tick = deployment, lake["tick"]
-    _timed(d.timings, "dags test", d.run, "airflow", "dags", "test", DAG_ID, tick.isoformat(), timeout=900)
-    with sqlite3.connect(d.home / "airflow.db") as db:  # the default metadata database of the fresh AIRFLOW_HOME
-        runs = db.execute("SELECT state, data_interval_end FROM dag_run WHERE dag_id = ?", (DAG_ID,)).fetchall()
-        clean = db.execute("SELECT map_index, state FROM task_instance WHERE dag_id = ? AND task_id = 'clean'",
-                           (DAG_ID,)).fetchall()
-    assert len(runs) == 1 and runs[0][0] == "success", (runs, clean)
-    assert dt.datetime.fromisoformat(runs[0][1]).replace(tzinfo=dt.timezone.utc) == tick  # the run's now
-    assert clean == [(0, "success")]
+# ---------------------------------------------------------------- one run, as the deployment runs it
+def test_one_dags_test_run_cleans_the_table_to_what_the_model_keeps(deployment, lake, dag_run, spark):
+    assert dag_run.state == "success", (dag_run, deployment.home)
+    assert dt.datetime.fromisoformat(dag_run.interval_end).replace(tzinfo=dt.timezone.utc) == lake["tick"]  # its now
+    assert dag_run.clean == [(0, "success")]
     assert record_ids(spark, f"{CATALOG}.{TABLE}") == lake["expected"]
     # the package shipped to Spark (--py-files) was built by the clean task in its own scratch space
     # and removed with it: nothing of it is left where earlier versions kept it
-    assert not (d.home / "lakecleaner").exists()
+    assert not (deployment.home / "lakecleaner").exists()
+
+
+def _complete(events, task: str) -> list[dict]:
+    return [e for e in events if e.get("eventType") == "COMPLETE" and e["job"]["name"] == f"{DAG_ID}.{task}"]
+
+
+def test_the_clean_tasks_complete_event_names_the_compacted_table_with_its_figures(lake, dag_run):
+    cfg = lake["cfg"]
+    (event,) = _complete(dag_run.events, "clean")
+    location = f"{cfg.catalog.warehouse}/w/orders"
+    assert [(d["namespace"], d["name"]) for d in event["inputs"]] == [("file", location)]  # not the clean ones
+    assert [(d["namespace"], d["name"]) for d in event["outputs"]] == [("file", location)]
+    (table,) = event["outputs"]
+    links = [(i["namespace"], i["name"], i["type"]) for i in table["facets"]["symlinks"]["identifiers"]]
+    assert links == [(f"file:{cfg.catalog.warehouse}", TABLE, "TABLE"),
+                     (f"iceberg://localhost{cfg.catalog.warehouse}", TABLE, "TABLE")]
+    catalog = table["facets"]["catalog"]
+    assert (catalog["framework"], catalog["type"], catalog["name"]) == ("iceberg", "hadoop", CATALOG)
+    assert catalog["warehouseUri"] == f"file:{cfg.catalog.warehouse}"
+    assert table["outputFacets"]["outputStatistics"]["rowCount"] == len(lake["expected"])
+    assert event["inputs"][0]["inputFacets"]["inputStatistics"]["rowCount"] == lake["records"]
+    facet = event["run"]["facets"]["lakecleaner_compaction"]
+    assert facet["_producer"] and facet["_schemaURL"].endswith("#/$defs/LakecleanerCompactionRunFacet")
+    (figures,) = facet["tables"]
+    assert figures["table"] == TABLE and figures["records_read"] == lake["records"]
+    assert figures["removed_superseded"] == lake["figures"]["removed_superseded"] > 0
+    assert figures["bytes_written"] > 0 and figures["duration_ms"] > 0
+
+
+def test_the_forget_tasks_complete_event_names_the_table_a_request_was_carried_out_on(lake, dag_run):
+    (event,) = _complete(dag_run.events, "forget")
+    location = f"{lake['cfg'].catalog.warehouse}/w/forget_me"
+    assert [(d["namespace"], d["name"]) for d in event["outputs"]] == [("file", location)]
+    assert [(d["namespace"], d["name"]) for d in event["inputs"]] == [("file", location)]
+    assert event["run"]["facets"]["lakecleaner_forget"]["requests"] == [
+        {"request_id": "dpo-ol", "table": FORGET, "status": "done"}]
+    assert ERASED not in json.dumps(dag_run.events)  # never a key
+
+
+def test_a_pending_request_erases_the_key_before_evaluation_and_audits_its_hash(lake, dag_run, spark):
+    cfg = lake["cfg"]
+    ref = f"{CATALOG}.{FORGET}"
+    spark.sql(f"REFRESH TABLE {ref}")
+    keys = sorted(r["key"] for r in spark.table(ref).collect())
+    assert keys == ["k0", "k1", "k2", "k3", "k4"]  # one record per key after the setup's compaction; ERASED gone
+    (audit,) = read_audit(spark, cfg, FORGET)
+    assert audit["removed_records"] == 1 and audit["key_hash"] and ERASED not in json.dumps(audit, default=str)
+    assert (audit["status"], audit["requested_by"], audit["reason"], audit["dag_run_id"]) == (
+        "forgotten", "dpo@example.org", "ticket", dag_run.run_id)
+    spark.sql(f"REFRESH TABLE {requests_table(cfg)}")
+    (request,) = [r.asDict() for r in spark.table(requests_table(cfg)).collect()]
+    assert request["status"] == "done" and request["key"] is None and request["processed_by"] == dag_run.run_id
+
+
+def test_the_erased_key_is_in_no_xcom_or_rendered_field_of_the_run(dag_run):
+    """Airflow keeps XComs and rendered fields (the spark-submit arguments among them) with the run,
+    shown to anyone who may read it: they carry the request's id, never its key."""
+    forget_xcom = [str(value) for task, value in dag_run.xcoms if task == "forget_requests"]
+    assert forget_xcom and "dpo-ol" in forget_xcom[0]  # the request went through XCom by its id
+    assert dag_run.rendered  # the run's rendered fields are there to search
+    for task, value in [*dag_run.xcoms, *dag_run.rendered]:
+        assert ERASED not in str(value), task
+
+
+def test_an_iceberg_asset_converts_to_the_identifier_the_datasets_carry(deployment, lake, dag_run):
+    """As the installed provider converts an asset the DAG's users may name the table by."""
+    (event,) = _complete(dag_run.events, "clean")
+    uri = f"iceberg://localhost{lake['cfg'].catalog.warehouse}/w/orders"
+    converted = deployment.json("python", "-c", f"""if True:
+        import json
+        from airflow.providers.openlineage.utils.utils import translate_airflow_asset
+        from airflow.sdk import Asset
+        converted = translate_airflow_asset(Asset({uri!r}), None)
+        print(json.dumps({{"namespace": converted.namespace, "name": converted.name, "type": "TABLE"}}))""")
+    assert converted in event["outputs"][0]["facets"]["symlinks"]["identifiers"]

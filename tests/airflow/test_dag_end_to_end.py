@@ -17,7 +17,7 @@ first DAG run for both, issue 38):
 - the evaluate task records the evaluation the UI pages present.
 
 A pending erasure request carried out by a DAG run (audited by hash, the key in no XCom or rendered
-field of the run): tests/airflow/test_openlineage_dag.py's run, which has one.
+field of the run): tests/test_installed_wheel.py's run, which has one.
 """
 from __future__ import annotations
 
