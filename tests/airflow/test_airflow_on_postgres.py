@@ -111,6 +111,9 @@ class AirflowPg:
                     "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.api_url}/execution/",
                     "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": str(paused_at_creation),
                     "AIRFLOW__API__WORKERS": "1",
+                    # parsed once: the DAG file does not change while the test runs, and each
+                    # re-parse (every 30 s by default) took about a second of CPU
+                    "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
                     "AIRFLOW__LOGGING__COLORED_CONSOLE_LOG": "False", "GX_ANALYTICS_ENABLED": "false"}
         self.log = self.home / "make-airflow-pg.log"
         self.proc: subprocess.Popen | None = None
