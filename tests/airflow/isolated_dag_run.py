@@ -5,7 +5,9 @@ Run by tests/airflow/test_no_shared_disk.py inside a private mount namespace in 
 them writes there shows in the listing, and nothing another process on the machine writes does.
 
 - The lake: a Hadoop catalog whose warehouse (and the state root under it) stands for the shared
-  storage; two compacted tables with records to remove, built by a Spark process of its own.
+  storage; two compacted tables with records to remove, built beforehand by the test's own Spark
+  session (:func:`build_lake`) and bound into the namespace at the same path
+  (LAKECLEANER_ISOLATION_LAKE: the warehouse and what the reference model keeps).
 - Airflow's own side (Airflow's, not lakecleaner's): its metadata database and logs under one
   AIRFLOW_HOME, the Execution API (``airflow api-server --apps execution``), and the scheduler loop
   of ``dag.test(use_executor=True)`` in this process.
@@ -20,7 +22,6 @@ outside them. The report is one JSON line on stdout (REPORT_MARKER).
 """
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import os
@@ -45,33 +46,38 @@ def _rows(start: int, n: int) -> list[dict]:
             for i in range(start, start + n)]
 
 
-# ---------------------------------------------------------------- the lake (its own process)
-def setup(config: str, out: str) -> None:
-    """Build the tables; say which tick the run is for (the first after the last append, so the run
-    sees every record) and what the reference model keeps of each as of it."""
-    from lakecleaner.core.config import load_config
+# ---------------------------------------------------------------- the lake (the test's session)
+def lake_config(warehouse: Path):
+    from lakecleaner.core.config import CatalogConfig, LakecleanerConfig, SparkConfig
+
+    return LakecleanerConfig(catalog=CatalogConfig(name=CATALOG, type="hadoop", warehouse=str(warehouse)),
+                             spark=SparkConfig(master="local[2]", driver_memory="1g"))
+
+
+def build_lake(spark, lake: Path) -> None:
+    """The tables, built with ``spark`` (the test's session) in ``lake``/warehouse; in ``lake``/expected.json
+    the tick the run is for (the first after the last append, so the run sees every record) and what
+    the reference model keeps of each as of it."""
     from lakecleaner.core.model import compact
     from lakecleaner.core.rules import Checkpoint
-    from lakecleaner.spark.session import get_spark
     from lakecleaner_dev.schedule import next_tick
     from lakecleaner_dev.tables import append, create_compacted_table, read_model_records
 
-    cfg = load_config(config)
-    spark = get_spark(cfg, "lakecleaner-isolation-setup")
+    cfg = lake_config(lake / "warehouse")
+    for key, value in cfg.catalog.spark_conf().items():
+        spark.conf.set(key, value)
+    spark.conf.set(f"spark.sql.catalog.{CATALOG}.cache-enabled", "false")  # the run commits from other JVMs
+    for table in TABLES:
+        ref = create_compacted_table(spark, cfg, table, {"compaction.retain.log.end.record": "false"})
+        for batch in range(3):
+            append(spark, ref, _rows(batch * 20, 20))
+    tick_ms = int(next_tick(dt.datetime.now(dt.timezone.utc)).timestamp() * 1000)
     expected = {}
-    try:
-        for table in TABLES:
-            ref = create_compacted_table(spark, cfg, table, {"compaction.retain.log.end.record": "false"})
-            for batch in range(3):
-                append(spark, ref, _rows(batch * 20, 20))
-        tick_ms = int(next_tick(dt.datetime.now(dt.timezone.utc)).timestamp() * 1000)
-        for table in TABLES:
-            records, tc = read_model_records(spark, cfg, table)
-            expected[table] = sorted(r.id for r in compact(records, Checkpoint(), tc, tick_ms).survivors(records))
-            assert len(expected[table]) < len(records)
-    finally:
-        spark.stop()
-    Path(out).write_text(json.dumps({"tick_ms": tick_ms, "expected": expected}))
+    for table in TABLES:
+        records, tc = read_model_records(spark, cfg, table)
+        expected[table] = sorted(r.id for r in compact(records, Checkpoint(), tc, tick_ms).survivors(records))
+        assert len(expected[table]) < len(records)
+    (lake / "expected.json").write_text(json.dumps({"tick_ms": tick_ms, "expected": expected}))
 
 
 # ---------------------------------------------------------------- listing the file system
@@ -142,16 +148,12 @@ def _wait_for(url: str, proc: subprocess.Popen, log: Path, seconds: float = 180)
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--setup", nargs=2, metavar=("CONFIG", "OUT"))
-    args = p.parse_args()
-    if args.setup:
-        setup(*args.setup)
-        return
-
+    lake = Path(os.environ["LAKECLEANER_ISOLATION_LAKE"])  # build_lake's
+    warehouse = lake / "warehouse"
+    lake_made = json.loads((lake / "expected.json").read_text())  # the tick and the model's survivors
     base = Path(tempfile.mkdtemp(prefix="lakecleaner-isolation-"))
-    warehouse, airflow_home, tasks, harness = (base / d for d in ("warehouse", "airflow", "tasks", "harness"))
-    for d in (warehouse, airflow_home, tasks, harness):
+    airflow_home, tasks, harness = (base / d for d in ("airflow", "tasks", "harness"))
+    for d in (airflow_home, tasks, harness):
         d.mkdir()
     config = harness / "lakecleaner.yaml"  # the deployment's file (a mounted, read-only file in a pod)
     config.write_text(f"catalog:\n  name: {CATALOG}\n  type: hadoop\n  warehouse: {warehouse}\n"
@@ -191,15 +193,6 @@ def main() -> None:
         finally:
             timings[name] = round(time.monotonic() - started, 1)
 
-    setup_home = harness / "setup"
-    setup_home.mkdir()
-    setup_env = {**os.environ, **deployment, "HOME": str(setup_home), "TMPDIR": str(setup_home),
-                 "JAVA_TOOL_OPTIONS": f"-Djava.io.tmpdir={setup_home} -XX:-UsePerfData",
-                 "SPARK_LOCAL_DIRS": str(setup_home)}
-    timed("setup (Spark: two tables)", subprocess.run, [sys.executable, __file__, "--setup", str(config),
-                                                       str(harness / "expected.json")],
-          env=setup_env, check=True, cwd=setup_home, stdout=subprocess.DEVNULL)
-    lake_made = json.loads((harness / "expected.json").read_text())  # the tick and the model's survivors
     tick = dt.datetime.fromtimestamp(lake_made["tick_ms"] / 1000, dt.timezone.utc)
     os.environ.update(airflow_side)  # this process is Airflow's scheduler side from here on
     timed("airflow db migrate", subprocess.run, [sys.executable, "-m", "airflow", "db", "migrate"], check=True,

@@ -7,7 +7,8 @@ and Airflow's own home (its metadata database and logs, the scheduler's and the 
 The run (tests/airflow/isolated_dag_run.py) happens in a private mount namespace whose /tmp, /var/tmp,
 /dev/shm and $HOME are empty file systems of its own, so that the listing before and after shows
 what this run wrote there and nothing another process of the machine did; it needs root or
-unprivileged user namespaces (``unshare``).
+unprivileged user namespaces (``unshare``). The lake is built beforehand by this test's Spark session
+(isolated_dag_run.build_lake) and bound into the namespace, writable, at the same path.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from isolated_dag_run import build_lake
 from lakecleaner_dev.jvm_archive import archive_in
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark]
@@ -31,7 +33,8 @@ MARKER = "LAKECLEANER_ISOLATION_REPORT "
 # under them (the Python installation pyenv keeps under $HOME; a checkout or its venv under /tmp, as a
 # CI clone may be) is bound back read-only from the directory as it was: each hidden directory is
 # held open (fds 3-6) before it is covered, and its kept parts are bound from /proc/self/fd/N/...
-# (--no-canonicalize: mount would otherwise resolve that path to the covered one's name).
+# (--no-canonicalize: mount would otherwise resolve that path to the covered one's name). A line
+# ``rw fd relative-path`` is bound writable: the lake, which the run cleans.
 HIDDEN = ("/tmp", "/var/tmp", "/dev/shm")  # then $HOME: fds 3, 4, 5, 6
 MOUNTS = """set -e
 exec 3</tmp 4</var/tmp 5</dev/shm 6<"$LAKECLEANER_ISOLATION_REAL_HOME"
@@ -39,11 +42,12 @@ for d in /tmp /var/tmp /dev/shm; do mount -t tmpfs -o mode=1777,size=4g tmpfs "$
 mount -t tmpfs -o mode=0700,size=1g tmpfs "$LAKECLEANER_ISOLATION_REAL_HOME"
 while IFS= read -r keep; do
   [ -n "$keep" ] || continue
+  case $keep in "rw "*) keep=${keep#rw }; mode=rw;; *) mode=ro;; esac
   fd=${keep%% *}; rel=${keep#* }
   case $fd in 3) cover=/tmp;; 4) cover=/var/tmp;; 5) cover=/dev/shm;; *) cover=$LAKECLEANER_ISOLATION_REAL_HOME;; esac
   mkdir -p "$cover/$rel"
   mount --no-canonicalize --bind "/proc/self/fd/$fd/$rel" "$cover/$rel"
-  mount -o remount,bind,ro "$cover/$rel" || true
+  [ "$mode" = rw ] || mount -o remount,bind,ro "$cover/$rel" || true
 done <<KEEP
 $LAKECLEANER_ISOLATION_KEEP
 KEEP
@@ -52,9 +56,10 @@ exec "$@"
 """
 
 
-def _kept(home: Path) -> list[str]:
+def _kept(home: Path, lake: Path) -> list[str]:
     """What the run reads under a directory the namespace covers, as ``fd relative-path`` lines (fd:
-    the covered directory held open, MOUNTS): the Python installation and environment, this checkout."""
+    the covered directory held open, MOUNTS): the Python installation and environment, this checkout;
+    and the lake it cleans, as an ``rw`` line."""
     hidden = [*(Path(d).resolve() for d in HIDDEN), home]
     wanted = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), HERE.parents[1].resolve()}
     archive = archive_in(os.environ.get("SPARK_SUBMIT_OPTS", ""))
@@ -64,11 +69,17 @@ def _kept(home: Path) -> list[str]:
     for path in sorted(wanted):
         if any(path != other and path.is_relative_to(other) for other in wanted):
             continue  # inside another kept path
-        under = [h for h in hidden if path.is_relative_to(h)]
-        if under:
-            cover = max(under, key=lambda h: len(h.parts))  # the innermost covered directory
-            kept.append(f"{3 + hidden.index(cover)} {path.relative_to(cover)}")
-    return kept
+        kept += _bound(path, hidden)
+    return kept + [f"rw {line}" for line in _bound(lake.resolve(), hidden)]
+
+
+def _bound(path: Path, hidden: list[Path]) -> list[str]:
+    """``fd relative-path`` of ``path`` under the innermost covered directory holding it, if any."""
+    under = [h for h in hidden if path.is_relative_to(h)]
+    if not under:
+        return []
+    cover = max(under, key=lambda h: len(h.parts))
+    return [f"{3 + hidden.index(cover)} {path.relative_to(cover)}"]
 
 
 def _namespace() -> list[str] | None:
@@ -86,7 +97,7 @@ def _namespace() -> list[str] | None:
 
 
 @pytest.fixture(scope="module")
-def report():
+def report(spark, tmp_path_factory):
     prefix = _namespace()
     if prefix is None:
         pytest.fail("this test needs a private mount namespace: run it as root, or where `unshare --user "
@@ -96,8 +107,11 @@ def report():
     env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL", "JAVA_HOME", "TZ", "SPARK_SUBMIT_OPTS")
            if k in os.environ}
     home = Path(os.path.expanduser("~")).resolve()
+    lake = tmp_path_factory.mktemp("isolation_lake")
+    build_lake(spark, lake)
     env.update({"LAKECLEANER_ISOLATION_REAL_HOME": str(home), "LAKECLEANER_ISOLATION_INCLUDE": include,
-                "LAKECLEANER_ISOLATION_KEEP": "\n".join(_kept(home)), "PYTHONPATH": include})
+                "LAKECLEANER_ISOLATION_KEEP": "\n".join(_kept(home, lake)), "LAKECLEANER_ISOLATION_LAKE": str(lake),
+                "PYTHONPATH": include})
     proc = subprocess.run([*prefix, "/bin/sh", "-c", MOUNTS, "sh", sys.executable, str(DRIVER)], env=env,
                           capture_output=True, text=True, timeout=840)  # pytest's own timeout is 900 s
     lines = [line for line in proc.stdout.splitlines() if line.startswith(MARKER)]
