@@ -47,23 +47,22 @@ def _rows(start: int, n: int) -> list[dict]:
 
 
 # ---------------------------------------------------------------- the lake (the test's session)
-def lake_config(warehouse: Path):
-    from lakecleaner.core.config import CatalogConfig, LakecleanerConfig, SparkConfig
-
-    return LakecleanerConfig(catalog=CatalogConfig(name=CATALOG, type="hadoop", warehouse=str(warehouse)),
-                             spark=SparkConfig(master="local[2]", driver_memory="1g"))
-
-
 def build_lake(spark, lake: Path) -> None:
-    """The tables, built with ``spark`` (the test's session) in ``lake``/warehouse; in ``lake``/expected.json
+    """The deployment's config file (``lake``/lakecleaner.yaml: a mounted, read-only file in a pod) and
+    the tables, built with ``spark`` (the test's session) in ``lake``/warehouse; in ``lake``/expected.json
     the tick the run is for (the first after the last append, so the run sees every record) and what
     the reference model keeps of each as of it."""
+    from lakecleaner.core.config import load_config
     from lakecleaner.core.model import compact
     from lakecleaner.core.rules import Checkpoint
     from lakecleaner_dev.schedule import next_tick
     from lakecleaner_dev.tables import append, create_compacted_table, read_model_records
 
-    cfg = lake_config(lake / "warehouse")
+    config = lake / "lakecleaner.yaml"
+    config.write_text(f"catalog:\n  name: {CATALOG}\n  type: hadoop\n  warehouse: {lake / 'warehouse'}\n"
+                      "spark:\n  master: local[2]\n  driver_memory: 1g\n"
+                      "cleaner:\n  threads: 1\n")
+    cfg = load_config(config)
     for key, value in cfg.catalog.spark_conf().items():
         spark.conf.set(key, value)
     spark.conf.set(f"spark.sql.catalog.{CATALOG}.cache-enabled", "false")  # the run commits from other JVMs
@@ -149,16 +148,12 @@ def _wait_for(url: str, proc: subprocess.Popen, log: Path, seconds: float = 180)
 
 def main() -> None:
     lake = Path(os.environ["LAKECLEANER_ISOLATION_LAKE"])  # build_lake's
-    warehouse = lake / "warehouse"
+    config, warehouse = lake / "lakecleaner.yaml", lake / "warehouse"
     lake_made = json.loads((lake / "expected.json").read_text())  # the tick and the model's survivors
     base = Path(tempfile.mkdtemp(prefix="lakecleaner-isolation-"))
     airflow_home, tasks, harness = (base / d for d in ("airflow", "tasks", "harness"))
     for d in (airflow_home, tasks, harness):
         d.mkdir()
-    config = harness / "lakecleaner.yaml"  # the deployment's file (a mounted, read-only file in a pod)
-    config.write_text(f"catalog:\n  name: {CATALOG}\n  type: hadoop\n  warehouse: {warehouse}\n"
-                      "spark:\n  master: local[2]\n  driver_memory: 1g\n"
-                      "cleaner:\n  threads: 1\n")
     state_root = warehouse / "_lakecleaner"
     pythonpath = os.pathsep.join([str(INCLUDE), str(Path(__file__).parent)])
     deployment = {  # what every Airflow process of the deployment is configured with
