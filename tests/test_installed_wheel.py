@@ -47,7 +47,7 @@ import pytest
 from packaging.utils import canonicalize_name
 
 from lakecleaner.airflow.provider import OPTION_DEFAULTS
-from lakecleaner.core.config import load_config
+from lakecleaner.core.config import LakecleanerConfig, load_config
 from lakecleaner.core.erasure_requests import requests_table
 from lakecleaner.core.model import compact
 from lakecleaner.core.rules import Checkpoint
@@ -202,13 +202,25 @@ def deployment(tmp_path_factory):
         shutil.rmtree(venv_parent, ignore_errors=True)
 
 
+@dataclass(frozen=True)
+class Lake:
+    """The lake the run cleans, and what was known of it before the run."""
+    cfg: LakecleanerConfig
+    yaml: Path
+    tick: dt.datetime  # the run's now
+    expected: list  # the compacted table's record ids the reference model keeps as of the tick
+    record_count: int  # the compacted table's records before the run
+    figures: dict  # the model's figures for that run
+    evaluated: list[dict]  # what `lakecleaner evaluate --json` printed before the run
+
+
 @pytest.fixture(scope="module")
-def lake(deployment, spark):
+def lake(deployment, spark) -> Lake:
     """A compacted table in its own warehouse, built by this process, two tables already clean, one
     with a key a pending erasure request names; the YAML that names the warehouse; the three-line DAG
     file on it, alone in the dags folder. Returns the config, what the reference model keeps as of the
     run's now (the next 15-minute tick: the DAG's default schedule, whose runs have zero-length data
-    intervals) and its figures, and what the console script said before the run."""
+    intervals) and its figures, and what the console script said before the run (Lake)."""
     base = deployment.home.parent / "lake"
     base.mkdir()
     yaml_path = base / "lake.yaml"
@@ -242,8 +254,7 @@ def lake(deployment, spark):
         f"dag = lakecleaner_dag(dag_id={DAG_ID!r}, config={str(yaml_path)!r})\n")
     evaluated = _timed(deployment.timings, "lakecleaner evaluate", deployment.run,
                        "lakecleaner", "--config", str(yaml_path), "evaluate", "--json", "--now-ms", str(now_ms))
-    return {"cfg": cfg, "yaml": yaml_path, "tick": tick, "expected": expected, "records": len(records),
-            "figures": model.stats, "evaluated": json.loads(evaluated.splitlines()[-1])}
+    return Lake(cfg, yaml_path, tick, expected, len(records), model.stats, json.loads(evaluated.splitlines()[-1]))
 
 
 @dataclass
@@ -261,7 +272,7 @@ class DagRun:
 @pytest.fixture(scope="module")
 def dag_run(deployment, lake) -> DagRun:
     d = deployment
-    _timed(d.timings, "dags test", d.run, "airflow", "dags", "test", DAG_ID, lake["tick"].isoformat(), timeout=900)
+    _timed(d.timings, "dags test", d.run, "airflow", "dags", "test", DAG_ID, lake.tick.isoformat(), timeout=900)
     with sqlite3.connect(d.home / "airflow.db") as db:  # the default metadata database of the fresh AIRFLOW_HOME
         runs = db.execute("SELECT run_id, state, data_interval_end FROM dag_run WHERE dag_id = ?", (DAG_ID,)).fetchall()
         assert len(runs) == 1, runs
@@ -349,7 +360,7 @@ def test_airflow_finds_the_provider_its_section_the_plugin_and_the_dag(deploymen
     assert [a["url_prefix"] for a in plugins[0]["fastapi_apps"]] == ["/lakecleaner"]
     assert d.run("airflow", "config", "get-value", "lakecleaner", "schedule").strip() == OPTION_DEFAULTS["schedule"]
     # the provider's CLI group: the config loads, the connection and spark-submit are there (no warning)
-    check = subprocess.run([str(d.venv / "bin" / "airflow"), "lakecleaner", "check", "--config", str(lake["yaml"])],
+    check = subprocess.run([str(d.venv / "bin" / "airflow"), "lakecleaner", "check", "--config", str(lake.yaml)],
                            cwd=d.cwd, env=d.env, capture_output=True, text=True, timeout=300)
     assert check.returncode == 0 and f"catalog {CATALOG} (hadoop)" in check.stdout, check.stdout + check.stderr
     assert "lakecleaner: warning" not in check.stderr, check.stderr
@@ -360,7 +371,7 @@ def test_airflow_finds_the_provider_its_section_the_plugin_and_the_dag(deploymen
 
 
 def test_the_console_script_evaluates_the_lake(lake):
-    rows = {r["table"]: r for r in lake["evaluated"]}
+    rows = {r["table"]: r for r in lake.evaluated}
     assert set(rows) == {TABLE, CLEAN, FORGET}
     assert rows[TABLE]["status"] == "eligible" and rows[TABLE]["plan_rank"] == 1, rows[TABLE]
     assert rows[CLEAN]["status"] != "eligible" and rows[FORGET]["status"] != "eligible", rows
@@ -369,9 +380,9 @@ def test_the_console_script_evaluates_the_lake(lake):
 # ---------------------------------------------------------------- one run, as the deployment runs it
 def test_one_dags_test_run_cleans_the_table_to_what_the_model_keeps(deployment, lake, dag_run, spark):
     assert dag_run.state == "success", (dag_run, deployment.home)
-    assert dt.datetime.fromisoformat(dag_run.interval_end).replace(tzinfo=dt.timezone.utc) == lake["tick"]  # its now
+    assert dt.datetime.fromisoformat(dag_run.interval_end).replace(tzinfo=dt.timezone.utc) == lake.tick  # its now
     assert dag_run.clean == [(0, "success")]
-    assert record_ids(spark, f"{CATALOG}.{TABLE}") == lake["expected"]
+    assert record_ids(spark, f"{CATALOG}.{TABLE}") == lake.expected
     # the package shipped to Spark (--py-files) was built by the clean task in its own scratch space
     # and removed with it: nothing of it is left where earlier versions kept it
     assert not (deployment.home / "lakecleaner").exists()
@@ -382,7 +393,7 @@ def _complete(events, task: str) -> list[dict]:
 
 
 def test_the_clean_tasks_complete_event_names_the_compacted_table_with_its_figures(lake, dag_run):
-    cfg = lake["cfg"]
+    cfg = lake.cfg
     (event,) = _complete(dag_run.events, "clean")
     location = f"{cfg.catalog.warehouse}/w/orders"
     assert [(d["namespace"], d["name"]) for d in event["inputs"]] == [("file", location)]  # not the clean ones
@@ -394,19 +405,19 @@ def test_the_clean_tasks_complete_event_names_the_compacted_table_with_its_figur
     catalog = table["facets"]["catalog"]
     assert (catalog["framework"], catalog["type"], catalog["name"]) == ("iceberg", "hadoop", CATALOG)
     assert catalog["warehouseUri"] == f"file:{cfg.catalog.warehouse}"
-    assert table["outputFacets"]["outputStatistics"]["rowCount"] == len(lake["expected"])
-    assert event["inputs"][0]["inputFacets"]["inputStatistics"]["rowCount"] == lake["records"]
+    assert table["outputFacets"]["outputStatistics"]["rowCount"] == len(lake.expected)
+    assert event["inputs"][0]["inputFacets"]["inputStatistics"]["rowCount"] == lake.record_count
     facet = event["run"]["facets"]["lakecleaner_compaction"]
     assert facet["_producer"] and facet["_schemaURL"].endswith("#/$defs/LakecleanerCompactionRunFacet")
     (figures,) = facet["tables"]
-    assert figures["table"] == TABLE and figures["records_read"] == lake["records"]
-    assert figures["removed_superseded"] == lake["figures"]["removed_superseded"] > 0
+    assert figures["table"] == TABLE and figures["records_read"] == lake.record_count
+    assert figures["removed_superseded"] == lake.figures["removed_superseded"] > 0
     assert figures["bytes_written"] > 0 and figures["duration_ms"] > 0
 
 
 def test_the_forget_tasks_complete_event_names_the_table_a_request_was_carried_out_on(lake, dag_run):
     (event,) = _complete(dag_run.events, "forget")
-    location = f"{lake['cfg'].catalog.warehouse}/w/forget_me"
+    location = f"{lake.cfg.catalog.warehouse}/w/forget_me"
     assert [(d["namespace"], d["name"]) for d in event["outputs"]] == [("file", location)]
     assert [(d["namespace"], d["name"]) for d in event["inputs"]] == [("file", location)]
     assert event["run"]["facets"]["lakecleaner_forget"]["requests"] == [
@@ -415,7 +426,7 @@ def test_the_forget_tasks_complete_event_names_the_table_a_request_was_carried_o
 
 
 def test_a_pending_request_erases_the_key_before_evaluation_and_audits_its_hash(lake, dag_run, spark):
-    cfg = lake["cfg"]
+    cfg = lake.cfg
     ref = f"{CATALOG}.{FORGET}"
     spark.sql(f"REFRESH TABLE {ref}")
     keys = sorted(r["key"] for r in spark.table(ref).collect())
@@ -442,7 +453,7 @@ def test_the_erased_key_is_in_no_xcom_or_rendered_field_of_the_run(dag_run):
 def test_an_iceberg_asset_converts_to_the_identifier_the_datasets_carry(deployment, lake, dag_run):
     """As the installed provider converts an asset the DAG's users may name the table by."""
     (event,) = _complete(dag_run.events, "clean")
-    uri = f"iceberg://localhost{lake['cfg'].catalog.warehouse}/w/orders"
+    uri = f"iceberg://localhost{lake.cfg.catalog.warehouse}/w/orders"
     converted = deployment.json("python", "-c", f"""if True:
         import json
         from airflow.providers.openlineage.utils.utils import translate_airflow_asset
