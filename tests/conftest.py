@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from lakecleaner.core.config import CatalogConfig, LakecleanerConfig, SparkConfig
-from lakecleaner_dev.jvm_archive import OPT_OUT_ENV, TEST_JVM_OPTIONS, archive_options
+from lakecleaner_dev.jvm_archive import OPT_OUT_ENV, TEST_JVM_OPTIONS, archive_options, cache_dir
 from lakecleaner_dev.localpg import JDBC_JAR as PG_JAR, jdbc_catalog
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/cases.py, shared by unit and Spark tests
@@ -185,8 +185,7 @@ def pytest_configure(config):
     if hasattr(config, "workerinput") or os.environ.get(OPT_OUT_ENV) == "0" or _unit_tests_only(config):
         return
 
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lakecleaner-tests"
-    os.environ["SPARK_SUBMIT_OPTS"], problem = archive_options(cache, os.environ["SPARK_SUBMIT_OPTS"])
+    os.environ["SPARK_SUBMIT_OPTS"], problem = archive_options(cache_dir(), os.environ["SPARK_SUBMIT_OPTS"])
     if problem:
         config.issue_config_time_warning(pytest.PytestConfigWarning(problem), stacklevel=2)
 

@@ -7,6 +7,8 @@ classpath, another JDK) runs without it, and the mismatch is not logged, so a te
 output never sees it."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import re
@@ -30,6 +32,11 @@ OPT_OUT_ENV = "LAKECLEANER_TEST_JVM_ARCHIVE"
 # where it does not match.
 QUIET = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
 USE_ARCHIVE = "-XX:SharedArchiveFile="  # what archive_options adds and archive_in reads back
+
+
+def cache_dir() -> Path:
+    """Where the tests' archives are kept (one per JDK and Spark: archive_key; old ones stay)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lakecleaner-tests"
 
 
 def warm_up_config(workdir: str) -> LakecleanerConfig:
@@ -57,7 +64,11 @@ def archive_options(cache_dir: Path, base_options: str, timeout_s: float = 300) 
     """SPARK_SUBMIT_OPTS with the archive (made now if this machine has none yet); or the options as
     they were and why there is no archive."""
     archive = cache_dir / f"spark-classes-{archive_key()}.jsa"
-    problem = None if archive.exists() else _make(archive, base_options, timeout_s)
+    try:
+        with _making(cache_dir):  # another process may be making it (make test starts one early): waited for
+            problem = None if archive.exists() else _make(archive, base_options, timeout_s)
+    except OSError as exc:
+        problem = f"no cache directory: {exc}"
     if problem:
         return base_options, f"no class-data-sharing archive, spark-submits start without one: {problem}"
     return f"{base_options} {USE_ARCHIVE}{archive} {QUIET}".strip(), None
@@ -69,13 +80,19 @@ def archive_in(options: str) -> Path | None:
     return Path(found.group(1)) if found else None
 
 
+@contextlib.contextmanager
+def _making(cache_dir: Path):
+    """Held while one process looks for the archive and makes it if missing: a second one waits and
+    then finds it made (flock: released by the kernel if its holder dies)."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with open(cache_dir / ".making.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def _make(archive: Path, base_options: str, timeout_s: float) -> str | None:
     from lakecleaner.core.submit import submit_options
 
-    try:
-        archive.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        return f"no cache directory: {exc}"
     # Dumped beside the archive and renamed into place: whole or not at all, for another run
     # looking at the same cache at the same time.
     made = archive.with_name(f".{archive.name}.{os.getpid()}")
@@ -113,5 +130,17 @@ def _warm_up(workdir: str) -> None:
     spark.stop()
 
 
+def ensure() -> None:
+    """The archive made now, if missing, for a test run about to start (``make test`` runs this beside
+    ruff and the unit tests on 3.12: on a fresh machine its ~25 s then overlap work that leaves a core
+    idle, and pytest_configure finds it made, or waits for it). A problem is pytest_configure's to
+    report: it tries again."""
+    if os.environ.get(OPT_OUT_ENV) != "0":
+        archive_options(cache_dir(), os.environ.get("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS))
+
+
 if __name__ == "__main__":
-    _warm_up(sys.argv[1])
+    if sys.argv[1:] == ["--ensure"]:
+        ensure()
+    else:  # the warm-up application, under spark-submit (_make)
+        _warm_up(sys.argv[1])

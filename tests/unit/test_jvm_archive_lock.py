@@ -1,0 +1,28 @@
+"""The tests' class archive is made by one process at a time: ``make test`` starts making it in the
+background, and pytest_configure, which may look for it while that is under way, waits and finds it
+made instead of making a second one (lakecleaner_dev.jvm_archive)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from lakecleaner_dev.jvm_archive import _making
+
+
+def test_a_second_process_waits_for_the_one_making_the_archive(tmp_path):
+    maker = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import pathlib, sys, time
+        from lakecleaner_dev.jvm_archive import _making
+        with _making(pathlib.Path({str(tmp_path)!r})):
+            print("making", flush=True)
+            time.sleep(0.3)
+            (pathlib.Path({str(tmp_path)!r}) / "archive.jsa").write_text("made")
+        """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert maker.stdout.readline().strip() == "making"
+        with _making(tmp_path):
+            assert (tmp_path / "archive.jsa").read_text() == "made"
+    finally:
+        maker.wait(timeout=30)
+    assert maker.returncode == 0
