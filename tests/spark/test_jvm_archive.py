@@ -6,11 +6,13 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from lakecleaner.core.submit import spark_submit_binary
 from lakecleaner_dev.jvm_archive import OPT_OUT_ENV, QUIET, TEST_JVM_OPTIONS, USE_ARCHIVE, archive_in, archive_key
+from lakecleaner_dev.tables import append, create_compacted_table
 
 pytestmark = pytest.mark.spark
 
@@ -67,3 +69,13 @@ def test_the_sessions_jvm_maps_the_archive_on_c1_with_the_tiered_code_cache(spar
         assert not any(a.startswith(USE_ARCHIVE) for a in arguments), arguments
         return
     assert archive and f"{USE_ARCHIVE}{archive}" in arguments, arguments
+
+
+def test_the_sessions_tables_are_written_without_checksum_files(spark, lake_config, table_name):
+    """The tests' session writes no Hadoop .crc file beside a table's files (conftest: each costs
+    two chmod forks); the files themselves are all there."""
+    ref = create_compacted_table(spark, lake_config, table_name)
+    append(spark, ref, [{"key": "k", "offset": 0, "partition": 0, "value": "v"}])
+    written = [p for p in (Path(lake_config.catalog.warehouse) / table_name.replace(".", "/")).rglob("*") if p.is_file()]
+    assert any(p.suffix == ".parquet" for p in written) and any(p.name.endswith(".metadata.json") for p in written)
+    assert not [p for p in written if p.name.endswith(".crc")], written
