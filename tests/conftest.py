@@ -142,10 +142,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def spark_cluster(tmp_path_factory):
     """A real Spark standalone cluster on loopback: one master, one worker (pip's pyspark has no
-    sbin scripts; spark-class starts the daemons). Yields the master URL and its web UI."""
+    sbin scripts; spark-class starts the daemons). Yields the master URL and its web UI. Stopped
+    with the module that used it (their heartbeats otherwise cost CPU for the rest of the run)."""
     import json
     import subprocess
     import time
