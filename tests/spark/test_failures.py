@@ -19,6 +19,7 @@ from lakecleaner.spark import guards
 from lakecleaner.core.config import CHECKPOINT_PROPERTY, ConfigError
 from lakecleaner.core.table import CompactionError, ConcurrentCommitError, TableRef
 from lakecleaner.spark.catalog import current_snapshot
+from lakecleaner.spark.frames import local_frame
 from lakecleaner.spark.engine import compact_table
 from lakecleaner.core.model import compact
 from lakecleaner.core.rules import Checkpoint
@@ -383,7 +384,7 @@ def test_the_quarantine_follows_the_sources_schema(spark, lake_config, table_nam
     schema = spark.table(ref.sql()).schema
     new = [{"key": None, "offset": 10, "partition": 0, "value": "v", "region": "eu"},
            {"key": "k1", "offset": 11, "partition": 1, "value": "w", "region": "us"}]
-    spark.createDataFrame([tuple(r.get(f.name) for f in schema.fields) for r in new], schema).writeTo(ref.sql()).append()
+    local_frame(spark, [tuple(r.get(f.name) for f in schema.fields) for r in new], schema).writeTo(ref.sql()).append()
     now = int(time.time() * 1000)
     expected, _ = _expected(spark, lake_config, table_name, now)
     stats = compact_table(spark, lake_config, table_name, now_ms=now)

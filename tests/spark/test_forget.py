@@ -23,6 +23,7 @@ from lakecleaner.spark import forget as forget_module
 from lakecleaner.spark.erasure_requests import carry_out, enqueue, pending_requests, purge_closed_keys
 from lakecleaner.core.erasure_requests import requests_ref, requests_table
 from lakecleaner.spark.forget import Attribution, ForgetError, ForgetRequest, audit_table, forget, read_audit
+from lakecleaner.spark.frames import local_frame
 from lakecleaner.core.keyhash import KeyHasher
 from lakecleaner.spark.quality import validate_table
 from lakecleaner_dev.tables import append, create_compacted_table
@@ -446,7 +447,7 @@ def test_spark_computes_the_same_hmac_as_python_and_no_plan_shows_the_secret(spa
     hasher = KeyHasher.from_environment(environ={"LAKECLEANER_KEY_HASH_SECRET": SECRET})
     register_pads(spark, hasher)
     messages = ["", "alice", '["tenant","7"]', "é😀\u0000\n", "x" * 1000]
-    spark.createDataFrame([(m,) for m in messages], "m string").createOrReplaceTempView("lc_test_messages")
+    local_frame(spark, [(m,) for m in messages], "m string").createOrReplaceTempView("lc_test_messages")
     query = f"SELECT m, {hash_sql(hasher, 'm')} AS h FROM lc_test_messages{pads_join(hasher)}"
     df = spark.sql(query)
     assert {r["m"]: r["h"] for r in df.collect()} == {m: hasher.digest(m) for m in messages}
@@ -547,7 +548,7 @@ def test_an_invalid_table_setting_leaves_the_request_waiting(spark, lake_config,
 def test_a_file_imported_without_field_ids_is_read_by_name(spark, lake_config, table_name, tmp_path):
     ref = create_compacted_table(spark, lake_config, table_name, {"max.compaction.lag.ms": "60000"})
     plain = str(tmp_path / "plain")
-    spark.createDataFrame([("a", 0, 0, "x"), ("b", 1, 0, "y")], "key string, offset bigint, partition int, value string") \
+    local_frame(spark, [("a", 0, 0, "x"), ("b", 1, 0, "y")], "key string, offset bigint, partition int, value string") \
         .select("key", "offset", "partition", F.lit(None).cast("bigint").alias("timestamp"),
                 F.lit(None).cast("array<struct<key:string,value:binary>>").alias("headers"),
                 F.lit(None).cast("boolean").alias("tombstone"), "value") \

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from lakecleaner.core.config import resolve_table
 from lakecleaner.core.strategies import Strategy, encode_version_header
+from lakecleaner.spark.frames import local_frame
 from lakecleaner_dev.tables import KAFKA_SCHEMA
 
 pytestmark = pytest.mark.spark
@@ -47,7 +48,7 @@ def test_the_python_and_sql_renderings_of_each_role_agree(spark, rows):
     table_rows = [{**r, "key": "k", "offset": i, "partition": 0,
                    "headers": None if r["headers"] is None else [{"key": k, "value": v} for k, v in r["headers"]]}
                   for i, r in enumerate(rows)]
-    df = spark.createDataFrame([tuple(r[c] for c in COLUMNS) for r in table_rows], SCHEMA)
+    df = local_frame(spark, [tuple(r[c] for c in COLUMNS) for r in table_rows], SCHEMA)
     strategies = {name: Strategy(resolve_table("t", props, COLUMNS)) for name, props in STRATEGIES.items()}
     exprs = [f"{sql} AS `{name}_{role}`" for name, s in strategies.items()
              for role, sql in (("ver", s.version_sql), ("has", s.has_version_sql), ("tomb", s.tombstone_sql))]
@@ -63,6 +64,6 @@ def test_the_python_and_sql_renderings_of_each_role_agree(spark, rows):
 def test_a_header_decodes_as_kafkas_long_serializer_in_both(spark):
     s = Strategy(resolve_table("t", STRATEGIES["header"], COLUMNS))
     raw = struct.pack(">q", -(2**63) + 5)
-    df = spark.createDataFrame([("k", 0, 0, 0, [{"key": "v", "value": raw}], None, "x", None)], SCHEMA)
+    df = local_frame(spark, [("k", 0, 0, 0, [{"key": "v", "value": raw}], None, "x", None)], SCHEMA)
     assert df.selectExpr(s.version_sql).collect()[0][0] == -(2**63) + 5
     assert s.version_of({"headers": [{"key": "v", "value": raw}]}) == (-(2**63) + 5, False)

@@ -20,6 +20,7 @@ from lakecleaner.core.rules import Checkpoint
 from lakecleaner.core.strategies import encode_version_header, sql_string
 from lakecleaner_dev.tables import KAFKA_SCHEMA, append, create_compacted_table, read_model_records
 from lakecleaner.core.view import latest_view
+from lakecleaner.spark.frames import local_frame
 
 pytestmark = pytest.mark.spark
 ODD = "odd `col` x"  # a column whose name needs quoting; the view must still select it by name
@@ -138,7 +139,7 @@ def test_a_column_named_with_a_dollar_is_refused_naming_the_table_and_the_column
 
     ref = TableRef.parse(table_name, lake_config.catalog.name)
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{ref.catalog}`.`{ref.namespace}`")
-    rows = spark.createDataFrame([("k", 0, 0, "v", "n")], "key string, offset bigint, partition int, value string, x string")
+    rows = local_frame(spark, [("k", 0, 0, "v", "n")], "key string, offset bigint, partition int, value string, x string")
     rows.withColumnRenamed("x", "note${x}").writeTo(ref.sql()).tableProperty("cleanup.policy", "compact").create()
     with pytest.raises(ConfigError, match=rf"{table_name}.*note\$\{{x\}}.*rename"):
         latest_view(lake_config, table_name)
