@@ -10,6 +10,11 @@ from lakecleaner.core.config import CatalogConfig, LakecleanerConfig, SparkConfi
 from lakecleaner_dev.jvm_archive import OPT_OUT_ENV, TEST_JVM_OPTIONS, archive_options, cache_dir
 from lakecleaner_dev.localpg import JDBC_JAR as PG_JAR, jdbc_catalog
 
+# pytest keeps each test module's assertion-rewritten byte-code in __pycache__ and reads it back on the
+# next run, unless PYTHONDONTWRITEBYTECODE is set (as on these machines): then every worker rewrote
+# every module again each run (collecting: 6.0 CPU s a process against 3.5). The test modules only;
+# processes the tests start keep the variable.
+sys.dont_write_bytecode = False
 sys.path.insert(0, str(Path(__file__).parent))  # tests/cases.py, shared by unit and Spark tests
 import module_scheduling  # noqa: E402 - tests/, on the path just above
 # The development tools (include/lakecleaner_dev) are not installed: pytest puts include/ on its own

@@ -1,6 +1,7 @@
-"""The tests' class archive is made by one process at a time: ``make test`` starts making it in the
-background, and pytest_configure, which may look for it while that is under way, waits and finds it
-made instead of making a second one (lakecleaner_dev.jvm_archive)."""
+"""The test run's own caches. The tests' class archive is made by one process at a time: ``make test``
+starts making it in the background, and pytest_configure, which may look for it while that is under
+way, waits and finds it made instead of making a second one (lakecleaner_dev.jvm_archive). pytest
+keeps the test modules it rewrote (tests/conftest.py)."""
 from __future__ import annotations
 
 import subprocess
@@ -26,3 +27,11 @@ def test_a_second_process_waits_for_the_one_making_the_archive(tmp_path):
     finally:
         maker.wait(timeout=30)
     assert maker.returncode == 0
+
+
+def test_pytest_keeps_the_rewritten_test_modules_whatever_pythondontwritebytecode_says():
+    """tests/conftest.py: each worker would otherwise rewrite every test module's asserts again each run."""
+    from pathlib import Path
+
+    here = Path(__file__)
+    assert list((here.parent / "__pycache__").glob(f"{here.stem}.{sys.implementation.cache_tag}-pytest-*.pyc"))
