@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from lakecleaner.core.config import CatalogConfig, LakecleanerConfig, SparkConfig
-from lakecleaner_dev.jvm_archive import OPT_OUT_ENV, TEST_JVM_OPTIONS, archive_options, cache_dir
+from lakecleaner_dev.jvm_archive import OPT_OUT_ENV, TEST_JVM_OPTIONS, archive_options
+from lakecleaner_dev.run_cache import cache_dir
 from lakecleaner_dev.localpg import JDBC_JAR as PG_JAR, jdbc_catalog
 
 # pytest keeps each test module's assertion-rewritten byte-code in __pycache__ and reads it back on the

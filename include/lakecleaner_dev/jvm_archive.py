@@ -7,8 +7,6 @@ classpath, another JDK) runs without it, and the mismatch is not logged, so a te
 output never sees it."""
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import inspect
 import os
@@ -21,6 +19,7 @@ import time
 from pathlib import Path
 
 from lakecleaner.core.config import CatalogConfig, LakecleanerConfig, SparkConfig
+from lakecleaner_dev.run_cache import cache_dir, making
 
 TABLE = "warmup.events"
 # Every JVM the tests start compiles with C1 only (tests/conftest.py): the spark-submits live seconds,
@@ -34,11 +33,6 @@ OPT_OUT_ENV = "LAKECLEANER_TEST_JVM_ARCHIVE"
 # where it does not match.
 QUIET = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
 USE_ARCHIVE = "-XX:SharedArchiveFile="  # what archive_options adds and archive_in reads back
-
-
-def cache_dir() -> Path:
-    """Where the tests' archives are kept (one per JDK and Spark: archive_key; old ones stay)."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lakecleaner-tests"
 
 
 def warm_up_config(workdir: str) -> LakecleanerConfig:
@@ -69,7 +63,7 @@ def archive_options(cache_dir: Path, base_options: str, timeout_s: float = 300) 
     they were and why there is no archive."""
     archive = cache_dir / f"spark-classes-{archive_key()}.jsa"
     try:
-        with _making(cache_dir):  # another process may be making it (make test starts one early): waited for
+        with making(cache_dir):  # another process may be making it (make test starts one early): waited for
             problem = None if archive.exists() else _make(archive, base_options, timeout_s)
     except OSError as exc:
         problem = f"no cache directory: {exc}"
@@ -82,16 +76,6 @@ def archive_in(options: str) -> Path | None:
     """The archive a SPARK_SUBMIT_OPTS value (archive_options') names, if any."""
     found = re.search(re.escape(USE_ARCHIVE) + r"(\S+)", options)
     return Path(found.group(1)) if found else None
-
-
-@contextlib.contextmanager
-def _making(cache_dir: Path):
-    """Held while one process looks for the archive and makes it if missing: a second one waits and
-    then finds it made (flock: released by the kernel if its holder dies)."""
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    with open(cache_dir / ".making.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
 
 
 def _make(archive: Path, base_options: str, timeout_s: float) -> str | None:

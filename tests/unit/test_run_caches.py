@@ -8,21 +8,21 @@ import subprocess
 import sys
 import textwrap
 
-from lakecleaner_dev.jvm_archive import _making
+from lakecleaner_dev.run_cache import making
 
 
 def test_a_second_process_waits_for_the_one_making_the_archive(tmp_path):
     maker = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import pathlib, sys, time
-        from lakecleaner_dev.jvm_archive import _making
-        with _making(pathlib.Path({str(tmp_path)!r})):
+        from lakecleaner_dev.run_cache import making
+        with making(pathlib.Path({str(tmp_path)!r})):
             print("making", flush=True)
             time.sleep(0.3)
             (pathlib.Path({str(tmp_path)!r}) / "archive.jsa").write_text("made")
         """)], stdout=subprocess.PIPE, text=True)
     try:
         assert maker.stdout.readline().strip() == "making"
-        with _making(tmp_path):
+        with making(tmp_path):
             assert (tmp_path / "archive.jsa").read_text() == "made"
     finally:
         maker.wait(timeout=30)

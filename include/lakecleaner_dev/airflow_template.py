@@ -1,0 +1,41 @@
+"""A migrated Airflow metadata database on SQLite, copied into a test's Airflow home instead of
+migrated there again: ``airflow db migrate`` costs ~2.7 CPU s, and a test run made four or five
+identical ones (the DAG tests' home on each worker, the UI tests' API server). Made once per machine
+and installed Airflow (the apache-airflow distributions' versions are its key), in run_cache's
+directory. What a migration leaves (the schema, the default pool; no connection, no DAG bundle) does
+not depend on the home it ran for."""
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from lakecleaner_dev.run_cache import cache_dir, making
+
+
+def airflow_key() -> str:
+    dists = sorted(f"{d.metadata['Name'].lower()}=={d.version}" for d in importlib.metadata.distributions()
+                   if (d.metadata["Name"] or "").lower().startswith("apache-airflow"))
+    return hashlib.sha256("\n".join(dists).encode()).hexdigest()[:16]
+
+
+def migrated_sqlite(dest: Path, env: dict[str, str]) -> Path:
+    """``dest`` (a SQLite file) as ``airflow db migrate`` leaves it; ``env``: the Airflow environment
+    the migration runs in, the first time (its database URL is replaced)."""
+    cache = cache_dir()
+    template = cache / f"airflow-{airflow_key()}.db"
+    with making(cache, ".airflow-db"):
+        if not template.exists():
+            made = template.with_name(f".{template.name}.{os.getpid()}")
+            done = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], capture_output=True, text=True,
+                                  env={**env, "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{made}"})
+            if done.returncode != 0:
+                made.unlink(missing_ok=True)
+                raise RuntimeError(f"airflow db migrate: exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+            os.replace(made, template)
+    shutil.copyfile(template, dest)
+    return dest
