@@ -73,7 +73,7 @@ no-py312:
 # ui_lake's servers) run on one worker, built once (tests/module_scheduling.py).
 TEST_WORKERS ?= 3
 PYTEST_PARALLEL = $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder)
-# The tests' JVM class archive (lakecleaner_dev.jvm_archive; ~25 s of one core where this machine has
+# The tests' JVM class archive (lakecleaner_dev.jvm_archive; ~35 s of one core where this machine has
 # none yet, as on a fresh CI machine) is started first, in the background, and made while ruff and the
 # unit tests on 3.12 run; pytest_configure finds it made, or waits for it (a lock).
 PYTEST_ALL = $(BIN)/python -m pytest -q --durations=30 $(PYTEST_PARALLEL)

@@ -58,12 +58,12 @@ def archive_key(jars: Path | None = None) -> str:
     return hashlib.sha256("\n".join(stamp).encode()).hexdigest()[:16]
 
 
-def archive_options(cache_dir: Path, base_options: str, timeout_s: float = 300) -> tuple[str, str | None]:
+def archive_options(cache: Path, base_options: str, timeout_s: float = 300) -> tuple[str, str | None]:
     """SPARK_SUBMIT_OPTS with the archive (made now if this machine has none yet); or the options as
     they were and why there is no archive."""
-    archive = cache_dir / f"spark-classes-{archive_key()}.jsa"
+    archive = cache / f"spark-classes-{archive_key()}.jsa"
     try:
-        with making(cache_dir):  # another process may be making it (make test starts one early): waited for
+        with making(cache):  # another process may be making it (make test starts one early): waited for
             problem = None if archive.exists() else _make(archive, base_options, timeout_s)
     except OSError as exc:
         problem = f"no cache directory: {exc}"
@@ -124,7 +124,7 @@ def _warm_up(workdir: str) -> None:
 
 def ensure() -> None:
     """The archive made now, if missing, for a test run about to start (``make test`` runs this beside
-    ruff and the unit tests on 3.12: on a fresh machine its ~25 s then overlap work that leaves a core
+    ruff and the unit tests on 3.12: on a fresh machine its ~35 s then overlap work that leaves a core
     idle, and pytest_configure finds it made, or waits for it). A problem is pytest_configure's to
     report: it tries again."""
     if os.environ.get(OPT_OUT_ENV) != "0":
