@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from lakecleaner.core.config import CatalogConfig, LakecleanerConfig, SparkConfig
-from lakecleaner_dev.jvm_archive import OPT_OUT_ENV, TEST_JVM_OPTIONS, archive_options
-from lakecleaner_dev.run_cache import cache_dir
+from lakecleaner_dev.jvm_archive import TEST_JVM_OPTIONS, ensure as ensure_archive
 from lakecleaner_dev.localpg import JDBC_JAR as PG_JAR, jdbc_catalog
 
 # pytest keeps each test module's assertion-rewritten byte-code in __pycache__ and reads it back on the
@@ -206,9 +205,7 @@ def pytest_configure(config):
     if hasattr(config, "workerinput") or _unit_tests_only(config):
         return
     _compile_checkout()
-    if os.environ.get(OPT_OUT_ENV) == "0":
-        return
-    os.environ["SPARK_SUBMIT_OPTS"], problem = archive_options(cache_dir(), os.environ["SPARK_SUBMIT_OPTS"])
+    os.environ["SPARK_SUBMIT_OPTS"], problem = ensure_archive()
     if problem:
         config.issue_config_time_warning(pytest.PytestConfigWarning(problem), stacklevel=2)
 

@@ -287,7 +287,7 @@ class ApiServer:
 
     def start(self, timeout: float = 180) -> "ApiServer":
         airflow = [sys.executable, "-m", "airflow"]
-        migrated_sqlite(self.home / "airflow.db", self.env)  # what airflow db migrate leaves
+        migrated_sqlite(self.env)  # what airflow db migrate leaves
         setup = subprocess.run([sys.executable, "-c", SETUP, str(self.configs[SHOP_DAG])], env=self.env, capture_output=True, text=True)
         marked = [line for line in setup.stdout.splitlines() if line.startswith("UI-SETUP ")]
         assert setup.returncode == 0 and marked, setup.stdout[-3000:] + setup.stderr[-3000:]

@@ -23,16 +23,24 @@ def airflow_key() -> str:
     return hashlib.sha256("\n".join(dists).encode()).hexdigest()[:16]
 
 
-def migrated_sqlite(dest: Path, env: dict[str, str]) -> Path:
-    """``dest`` (a SQLite file) as ``airflow db migrate`` leaves it; ``env``: the Airflow environment
-    the migration runs in, the first time (its database URL is replaced)."""
+SQLITE = "sqlite:///"
+DATABASE_URL = "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"
+
+
+def migrated_sqlite(env: dict[str, str]) -> Path:
+    """The SQLite database ``env`` names (AIRFLOW__DATABASE__SQL_ALCHEMY_CONN) as ``airflow db migrate``
+    leaves it; the first time, the migration runs in ``env`` with that URL pointed at the template."""
+    url = env.get(DATABASE_URL, "")
+    if not url.startswith(SQLITE):
+        raise ValueError(f"{DATABASE_URL}={url!r}: a migrated template exists only for a SQLite database")
+    dest = Path(url.removeprefix(SQLITE))
     cache = cache_dir()
     template = cache / f"airflow-{airflow_key()}.db"
     with making(cache, ".airflow-db"):
         if not template.exists():
             made = template.with_name(f".{template.name}.{os.getpid()}")
             done = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], capture_output=True, text=True,
-                                  env={**env, "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{made}"})
+                                  env={**env, DATABASE_URL: f"{SQLITE}{made}"})
             if done.returncode != 0:
                 made.unlink(missing_ok=True)
                 raise RuntimeError(f"airflow db migrate: exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")

@@ -122,13 +122,16 @@ def _warm_up(workdir: str) -> None:
     spark.stop()
 
 
-def ensure() -> None:
-    """The archive made now, if missing, for a test run about to start (``make test`` runs this beside
-    ruff and the unit tests on 3.12: on a fresh machine its ~35 s then overlap work that leaves a core
-    idle, and pytest_configure finds it made, or waits for it). A problem is pytest_configure's to
-    report: it tries again."""
-    if os.environ.get(OPT_OUT_ENV) != "0":
-        archive_options(cache_dir(), os.environ.get("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS))
+def ensure() -> tuple[str, str | None]:
+    """The tests' SPARK_SUBMIT_OPTS (this environment's, or TEST_JVM_OPTIONS) with the archive, made now
+    if missing; or without it and why (archive_options), or as they are where the run opted out.
+    ``make test`` runs this first, beside ruff and the unit tests on 3.12: on a fresh machine its ~35 s
+    then overlap work that leaves a core idle, and pytest_configure, which calls it again, finds the
+    archive made or waits for it."""
+    options = os.environ.get("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)
+    if os.environ.get(OPT_OUT_ENV) == "0":
+        return options, None
+    return archive_options(cache_dir(), options)
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 def airflow_db() -> Path:
     """The metadata database (SQLite in the throwaway AIRFLOW_HOME), as ``airflow db migrate`` leaves
     it: a copy of the machine's migrated one (lakecleaner_dev.airflow_template)."""
-    return migrated_sqlite(AIRFLOW_HOME / "airflow.db", dict(os.environ))
+    return migrated_sqlite(dict(os.environ))
 
 
 @pytest.fixture(scope="session")

@@ -9,8 +9,9 @@ from lakecleaner_dev.airflow_template import migrated_sqlite
 
 
 def test_a_copied_database_is_fully_migrated_for_this_airflow(tmp_path):
-    db = migrated_sqlite(tmp_path / "airflow.db", dict(os.environ))
-    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{db}"}
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path),
+           "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp_path / 'airflow.db'}"}
+    db = migrated_sqlite(env)
     check = subprocess.run([sys.executable, "-m", "airflow", "db", "check-migrations", "-t", "0"], env=env,
                            capture_output=True, text=True, timeout=300)
     assert check.returncode == 0, check.stdout[-2000:] + check.stderr[-2000:]
