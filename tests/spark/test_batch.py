@@ -198,6 +198,21 @@ def test_an_unreadable_quality_context_fails_validation_only(spark, lake_config,
     assert list(scratch.iterdir()) == []  # the context's scratch directory went all the same
 
 
+def test_an_application_that_validates_nothing_opens_no_quality_context(spark, lake_config, monkeypatch):
+    """Great expectations is imported and its context opened by an application's first validation,
+    not at its start (about 5 CPU s of a small application's driver): an application whose table
+    fails before validation opens none (the test above: one that validates opens it)."""
+    import great_expectations as gx
+
+    opened = []
+    real = gx.get_context
+    monkeypatch.setattr(gx, "get_context", lambda **kwargs: opened.append(kwargs) or real(**kwargs))
+    (outcome,) = clean_tables(spark, lake_config, BatchRequest(("lc.no_such_table",), int(time.time() * 1000)),
+                              emit=lambda line: None)
+    assert (outcome.status, outcome.failed_step) == ("failed", "compact")
+    assert opened == []
+
+
 def test_a_small_table_application_keeps_the_operators_own_spark_settings(codegen, lake_config):
     """Small tables: code generation and adaptive execution off and 2 shuffle partitions, except
     where the operator's spark.conf says otherwise; the session gets back what it had."""
