@@ -162,11 +162,12 @@ def _choose_small_table_conf(spark, cfg: LakecleanerConfig, tables: tuple[str, .
 
 
 class _SuitesOnDemand:
-    """The application's great-expectations context, opened by its first validation. Importing GX
-    and opening a file context cost about 5 of the ~9 CPU s of a small clean application's Python
-    driver; an application that validates nothing (each of its tables failed, yielded or was skipped
-    before validation, or it was killed before one) need not pay them. A context that cannot be
-    opened fails each validation with the reason; compaction and maintenance are unaffected."""
+    """The application's great-expectations context, opened by its first validation (whose step time
+    then includes it). An application that validates nothing (each of its tables failed, yielded or
+    was skipped before validation, or it was killed before one) need not import GX and open a file
+    context: a spark-submit of clean.py whose one table is missing took 18.3 CPU s with them and 10.6
+    without. A context that cannot be opened fails each validation with the reason; compaction and
+    maintenance are unaffected."""
 
     def __init__(self, cfg: LakecleanerConfig):
         self.cfg = cfg
