@@ -200,7 +200,7 @@ def test_an_unreadable_quality_context_fails_validation_only(spark, lake_config,
 
 def test_an_application_that_validates_nothing_opens_no_quality_context(spark, lake_config, monkeypatch):
     """Great expectations is imported and its context opened by an application's first validation,
-    not at its start (about 5 CPU s of a small application's driver): an application whose table
+    not at its start (an application that validates nothing: 18.3 -> 10.6 CPU s): one whose table
     fails before validation opens none (the test above: one that validates opens it)."""
     import great_expectations as gx
 
