@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from lakecleaner_dev.run_cache import cache_dir, making
+from lakecleaner_dev.run_cache import NotMade, cache_dir, entry
 
 
 def airflow_key() -> str:
@@ -34,16 +33,13 @@ def migrated_sqlite(env: dict[str, str]) -> Path:
     if not url.startswith(SQLITE):
         raise ValueError(f"{DATABASE_URL}={url!r}: a migrated template exists only for a SQLite database")
     dest = Path(url.removeprefix(SQLITE))
-    cache = cache_dir()
-    template = cache / f"airflow-{airflow_key()}.db"
-    with making(cache, ".airflow-db"):
-        if not template.exists():
-            made = template.with_name(f".{template.name}.{os.getpid()}")
-            done = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], capture_output=True, text=True,
-                                  env={**env, DATABASE_URL: f"{SQLITE}{made}"})
-            if done.returncode != 0:
-                made.unlink(missing_ok=True)
-                raise RuntimeError(f"airflow db migrate: exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-            os.replace(made, template)
-    shutil.copyfile(template, dest)
+    shutil.copyfile(entry(cache_dir(), f"airflow-{airflow_key()}.db", lambda part: _migrate(env, part), ".airflow-db"),
+                    dest)
     return dest
+
+
+def _migrate(env: dict[str, str], made: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], capture_output=True, text=True,
+                          env={**env, DATABASE_URL: f"{SQLITE}{made}"})
+    if done.returncode != 0:
+        raise NotMade(f"airflow db migrate: exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from lakecleaner.core.config import CatalogConfig, LakecleanerConfig, SparkConfig
-from lakecleaner_dev.run_cache import cache_dir, making
+from lakecleaner_dev.run_cache import NotMade, cache_dir, entry
 
 TABLE = "warmup.events"
 # Every JVM the tests start compiles with C1 only (tests/conftest.py): the spark-submits live seconds,
@@ -59,16 +59,15 @@ def archive_key(jars: Path | None = None) -> str:
 
 
 def archive_options(cache: Path, base_options: str, timeout_s: float = 300) -> tuple[str, str | None]:
-    """SPARK_SUBMIT_OPTS with the archive (made now if this machine has none yet); or the options as
-    they were and why there is no archive."""
-    archive = cache / f"spark-classes-{archive_key()}.jsa"
+    """SPARK_SUBMIT_OPTS with the archive (made now if this machine has none yet: another process
+    making it, as make test starts one early, is waited for); or the options as they were and why
+    there is no archive."""
     try:
-        with making(cache):  # another process may be making it (make test starts one early): waited for
-            problem = None if archive.exists() else _make(archive, base_options, timeout_s)
+        archive = entry(cache, f"spark-classes-{archive_key()}.jsa", lambda part: _make(part, base_options, timeout_s))
+    except NotMade as exc:
+        return base_options, f"no class-data-sharing archive, spark-submits start without one: {exc}"
     except OSError as exc:
-        problem = f"no cache directory: {exc}"
-    if problem:
-        return base_options, f"no class-data-sharing archive, spark-submits start without one: {problem}"
+        return base_options, f"no class-data-sharing archive, spark-submits start without one: no cache directory: {exc}"
     return f"{base_options} {USE_ARCHIVE}{archive} {QUIET}".strip(), None
 
 
@@ -78,12 +77,10 @@ def archive_in(options: str) -> Path | None:
     return Path(found.group(1)) if found else None
 
 
-def _make(archive: Path, base_options: str, timeout_s: float) -> str | None:
+def _make(made: Path, base_options: str, timeout_s: float) -> None:
+    """The archive dumped to ``made`` by the warm-up application (run_cache.entry renames it into place)."""
     from lakecleaner.core.submit import submit_options
 
-    # Dumped beside the archive and renamed into place: whole or not at all, for another run
-    # looking at the same cache at the same time.
-    made = archive.with_name(f".{archive.name}.{os.getpid()}")
     with tempfile.TemporaryDirectory(prefix="lakecleaner-jvm-archive-") as workdir:
         cfg = warm_up_config(workdir)
         cmd = submit_options(cfg, None).command(cfg.spark.master, "lakecleaner-jvm-archive", __file__, [workdir])
@@ -92,13 +89,9 @@ def _make(archive: Path, base_options: str, timeout_s: float) -> str | None:
         try:
             done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            made.unlink(missing_ok=True)
-            return f"the warm-up application did not run: {exc}"
+            raise NotMade(f"the warm-up application did not run: {exc}") from exc
     if done.returncode != 0 or not made.exists():
-        made.unlink(missing_ok=True)
-        return f"the warm-up application exited {done.returncode}: {(done.stderr or done.stdout)[-500:]}"
-    os.replace(made, archive)
-    return None
+        raise NotMade(f"the warm-up application exited {done.returncode}: {(done.stderr or done.stdout)[-500:]}")
 
 
 def _warm_up(workdir: str) -> None:

@@ -35,3 +35,21 @@ def test_pytest_keeps_the_rewritten_test_modules_whatever_pythondontwritebytecod
 
     here = Path(__file__)
     assert list((here.parent / "__pycache__").glob(f"{here.stem}.{sys.implementation.cache_tag}-pytest-*.pyc"))
+
+
+def test_an_entry_whose_maker_fails_keeps_nothing_and_the_next_run_makes_it(tmp_path):
+    from lakecleaner_dev.run_cache import NotMade, entry
+
+    def fails(part):
+        part.write_text("half")
+        raise NotMade("the warm-up application exited 1")
+
+    try:
+        entry(tmp_path, "archive.jsa", fails)
+        raise AssertionError("a failed maker's entry was returned")
+    except NotMade as exc:
+        assert "exited 1" in str(exc)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".making.lock"]  # no half-made file, under no name
+    made = entry(tmp_path, "archive.jsa", lambda part: part.write_text("whole"))
+    assert made.read_text() == "whole"
+    assert entry(tmp_path, "archive.jsa", fails) == made  # made once: the maker is not called again
