@@ -10,8 +10,11 @@ was running when it first appeared (a session JVM to the first test that needed 
 
 Under pytest-xdist (``-n 3 --dist loadscope --no-loadscope-reorder``, as ``make test``) the rows
 carry their worker and times, and the summary shows what each worker ran when and the machine's busy
-time over the run: how the workers share the run and how busy they keep the cores (a row's CPU is
-then the whole machine's, the other workers' included)."""
+time over the run: how the workers share the run and how busy they keep the cores (a row's busy time
+is then the whole machine's, the other workers' included). What a test costs is then its worker's own
+process tree (``own_cpu_s``: the worker, its session JVM, every spark-submit, Airflow process and
+server it started, live or ended), which the summary by module shows instead. A process that
+outlives its parent (re-parented to init) is lost to it; the busy time is not."""
 from __future__ import annotations
 
 import collections
@@ -38,6 +41,20 @@ def _busy_s() -> float:
     return t.user + t.nice + t.system + t.irq + t.softirq + t.steal
 
 
+def _own_cpu_s() -> float:
+    """CPU seconds of this process and its descendants: those still running, and those ended and
+    reaped (the kernel adds an ended child's time, its own reaped children's included, to its parent's)."""
+    me = psutil.Process()
+    total = 0.0
+    for proc in (me, *me.children(recursive=True)):
+        try:
+            t = proc.cpu_times()
+        except psutil.Error:  # ended between the listing and the look: its time reaches its parent
+            continue
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
 def _sample_forever() -> None:
     while True:
         for proc in psutil.process_iter(["name", "cmdline", "cpu_times"]):
@@ -55,9 +72,10 @@ def pytest_configure(config):
         threading.Thread(target=_sample_forever, daemon=True).start()
 
 
-def _record(nodeid: str, phase: str, busy: float, started: float) -> None:
+def _record(nodeid: str, phase: str, busy: float, started: float, own: float) -> None:
     with open(OUT, "a") as out:
         out.write(json.dumps({"test": nodeid, "phase": phase, "cpu_s": round(_busy_s() - busy, 2),
+                              "own_cpu_s": round(_own_cpu_s() - own, 2),
                               "wall_s": round(time.time() - started, 2), "worker": WORKER,
                               "start": round(started, 2), "busy_at_start": round(busy, 2)}) + "\n")
 
@@ -65,23 +83,23 @@ def _record(nodeid: str, phase: str, busy: float, started: float) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_setup(item):
     _current["test"] = item.nodeid
-    busy, started = _busy_s(), time.time()
+    busy, started, own = _busy_s(), time.time(), _own_cpu_s()
     yield
-    _record(item.nodeid, "setup", busy, started)
+    _record(item.nodeid, "setup", busy, started, own)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
-    busy, started = _busy_s(), time.time()
+    busy, started, own = _busy_s(), time.time(), _own_cpu_s()
     yield
-    _record(item.nodeid, "call", busy, started)
+    _record(item.nodeid, "call", busy, started, own)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item):
-    busy, started = _busy_s(), time.time()
+    busy, started, own = _busy_s(), time.time(), _own_cpu_s()
     yield
-    _record(item.nodeid, "teardown", busy, started)
+    _record(item.nodeid, "teardown", busy, started, own)
 
 
 def pytest_sessionfinish(session):
@@ -95,12 +113,14 @@ def summary(path: str = OUT) -> str:
     """CPU and wall seconds by module, largest first; the workers' timelines if there were several;
     then the processes' CPU by kind."""
     rows = [json.loads(line) for line in Path(path).read_text().splitlines()]
+    # several workers: the machine's busy time around a test is every worker's, its own tree is its
+    cpu = "own_cpu_s" if len({r["worker"] for r in rows}) > 1 and all("own_cpu_s" in r for r in rows) else "cpu_s"
     by_module = collections.defaultdict(lambda: [0.0, 0.0])
     for row in rows:
         module = by_module[row["test"].split("::")[0]]
-        module[0] += row["cpu_s"]
+        module[0] += row[cpu]
         module[1] += row["wall_s"]
-    lines = [f"{cpu:8.0f} {wall:8.0f}  {name}" for name, (cpu, wall)
+    lines = [f"{cpu_s:8.0f} {wall:8.0f}  {name}" for name, (cpu_s, wall)
              in sorted(by_module.items(), key=lambda kv: -kv[1][0])]
     kinds = collections.defaultdict(lambda: [0, 0.0])
     for processes in Path(path).parent.glob(Path(path).stem + "-processes-*.json"):
@@ -108,7 +128,8 @@ def summary(path: str = OUT) -> str:
             kind = kinds["pyspark.daemon" if "pyspark.daemon" in proc["cmd"] else proc["comm"]]
             kind[0] += 1
             kind[1] += proc.get("cpu", 0.0)
-    return "\n".join(["  cpu s   wall s  module", *lines, *_timelines(rows), "", "processes: kind, count, cpu s",
+    heading = "  cpu s   wall s  module" + (" (cpu: each worker's own processes)" if cpu == "own_cpu_s" else "")
+    return "\n".join([heading, *lines, *_timelines(rows), "", "processes: kind, count, cpu s",
                       *(f"{k} {n} {cpu:.0f}" for k, (n, cpu) in sorted(kinds.items(), key=lambda kv: -kv[1][1]))])
 
 
