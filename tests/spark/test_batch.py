@@ -83,7 +83,8 @@ def test_one_application_cleans_every_good_table_and_contains_each_broken_one(co
     Path(victim.replace("file:", "")).unlink()
     now = int(time.time() * 1000)
     expected = {t: _expected(spark, cfg, t, now) for t in good}
-    order = (good[0], invalid, good[1], corrupt, breaking, good[2])
+    misnamed, elsewhere = "no_namespace", f"other.{ns}.x"  # no table could have either name (a typo)
+    order = (good[0], invalid, misnamed, good[1], corrupt, breaking, elsewhere, good[2])
 
     lines: list[str] = []
     results_commits = _results_snapshots(spark, cfg)
@@ -96,8 +97,11 @@ def test_one_application_cleans_every_good_table_and_contains_each_broken_one(co
     assert [o.table for o in outcomes] == list(order)  # reported in the order asked, whatever finished first
     status = {o.table: (o.status, o.failed_step) for o in outcomes}
     assert status == {good[0]: ("ok", None), good[1]: ("ok", None), good[2]: ("ok", None),
-                      invalid: ("failed", "compact"), corrupt: ("failed", "compact"), breaking: ("failed", "compact")}
+                      invalid: ("failed", "compact"), corrupt: ("failed", "compact"), breaking: ("failed", "compact"),
+                      misnamed: ("failed", "compact"), elsewhere: ("failed", "compact")}
     errors = {o.table: o.error for o in outcomes}
+    assert errors[misnamed].startswith(f"table {misnamed}: ") and "namespace.table" in errors[misnamed]
+    assert errors[elsewhere].startswith(f"table {elsewhere}: ") and "'other' is not the configured" in errors[elsewhere]
     assert errors[invalid].startswith(f"table {invalid}: min.cleanable.dirty.ratio='lots' is invalid")
     assert errors[corrupt].startswith(f"table {corrupt}: invalid checkpoint: history[0]: expected [run time")
     assert errors[breaking].startswith(f"table {breaking}: ")

@@ -330,6 +330,11 @@ def _clean_one(spark, cfg: LakecleanerConfig, table: str, request: BatchRequest,
     from lakecleaner.spark.maintenance import maintain_table
 
     started = time.monotonic()
+    try:
+        ref = TableRef.parse(table, cfg.catalog.name)
+    except ConfigError as exc:  # a name no table can have (a typo): this table fails, the others go on
+        return TableOutcome(table=table, status=TableStatus.FAILED, failed_step=request.steps[0], error=str(exc),
+                            duration_ms=int((time.monotonic() - started) * 1000))
     status, failed_step, error = TableStatus.OK, None, None
     steps: dict[str, dict] = {}
     step_ms: dict[str, int] = {}
@@ -344,8 +349,7 @@ def _clean_one(spark, cfg: LakecleanerConfig, table: str, request: BatchRequest,
             else:
                 result = suites.validate(spark, table, request.now_ms, request.run_name, request.interval_ms)
         except Exception as exc:  # noqa: BLE001 - one table's failure must not stop the others
-            yielded = exc if isinstance(exc, ConcurrentCommitError) else conflict_error(
-                TableRef.parse(table, cfg.catalog.name), exc)
+            yielded = exc if isinstance(exc, ConcurrentCommitError) else conflict_error(ref, exc)
             if yielded is not None:  # another run has the table (a maintenance's rewrite too): not a failure
                 status, failed_step, error = TableStatus.YIELDED, step, str(yielded)[:2000]
             else:
