@@ -543,6 +543,13 @@ def test_an_invalid_table_setting_leaves_the_request_waiting(spark, lake_config,
     unknown = ForgetRequest("t.no_such_table_here!", ({"key": "alice"},))
     line = carry_out(spark, lake_config, unknown, now, INTERVAL, Attribution("run-1"), True)
     assert line["status"] == "failed" and line["rejected"]  # a name that is no table's: rejected
+    missing = ForgetRequest("t.no_table_of_this_name", ({"key": "alice"},))  # a well-formed name of no table
+    enqueue(spark, lake_config, missing, now)
+    [pending] = [r for r in pending_requests(spark, lake_config) if r.request_id == missing.request_id]
+    line = carry_out(spark, lake_config, pending, now, INTERVAL, Attribution("run-1"), False)
+    assert line["status"] == "failed" and line["rejected"] and "no such table" in line["error"], line
+    [row] = [r for r in _requests(spark, lake_config, missing.table) if r["request_id"] == missing.request_id]
+    assert row["status"] == "rejected" and row["key"] is None  # never retried, its key not kept
 
 
 def test_a_file_imported_without_field_ids_is_read_by_name(spark, lake_config, table_name, tmp_path):

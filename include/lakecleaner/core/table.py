@@ -31,6 +31,10 @@ class CompactionError(RuntimeError):
         super().__init__(f"table {table}: {problem}")
 
 
+class NoSuchTableError(CompactionError):
+    """The catalog answered that the table does not exist (not that it could not be asked)."""
+
+
 class ConcurrentCommitError(CompactionError):
     """Another writer committed first and this run committed nothing: it yields the table (a run
     of another DAG run, a backfill, a user's DELETE). Not a failure of the table: it is not counted

@@ -7,8 +7,8 @@ import os
 import signal
 from typing import Iterable
 
-from lakecleaner.core.table import (LAYOUT_PROPERTIES, CompactionError, TableRef, create_unless_exists,
-                                    first_line)
+from lakecleaner.core.table import (LAYOUT_PROPERTIES, CompactionError, NoSuchTableError, TableRef,
+                                    create_unless_exists, first_line)
 from lakecleaner.core.config import ConfigError, LakecleanerConfig, TableConfig, is_compacted, resolve_table
 
 def load_table_config(spark, cfg: LakecleanerConfig, ref: TableRef) -> tuple[TableConfig, dict[str, str]]:
@@ -16,11 +16,22 @@ def load_table_config(spark, cfg: LakecleanerConfig, ref: TableRef) -> tuple[Tab
         iceberg_table(spark, ref)  # refreshed: the checkpoint and the snapshot read next must agree
         props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {ref.sql()}").collect()}
     except Exception as exc:  # noqa: BLE001 - any failure to load is reported with the table's name
+        if _known_missing(spark, ref):
+            raise NoSuchTableError(ref.short, f"cannot load table: no such table in catalog {ref.catalog}") from exc
         raise CompactionError(ref.short, f"cannot load table: {first_line(exc)}") from exc
     if not is_compacted(props):
         raise ConfigError(ref.short, "cleanup.policy", props.get("cleanup.policy"), "not a compacted table (needs compact)")
     columns = {f.name: f.dataType.simpleString() for f in spark.table(ref.sql()).schema.fields}
     return resolve_table(ref.short, props, columns, cfg.defaults), props
+
+
+def _known_missing(spark, ref: TableRef) -> bool:
+    """Whether the catalog says the table does not exist. A catalog that cannot be asked (down, no
+    access) says nothing: Spark's tableExists is false only on the catalog's own "no such table"."""
+    try:
+        return not spark.catalog.tableExists(ref.sql().replace("`", ""))
+    except Exception:  # noqa: BLE001 - unknown, not missing
+        return False
 
 
 def current_snapshot(spark, ref: TableRef, refresh: bool = True) -> int | None:

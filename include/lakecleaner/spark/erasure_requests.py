@@ -21,7 +21,7 @@ import time
 import uuid
 from typing import Iterable
 
-from lakecleaner.core.table import CompactionError, ConcurrentCommitError, first_line
+from lakecleaner.core.table import CompactionError, ConcurrentCommitError, NoSuchTableError, first_line
 from lakecleaner.spark.catalog import create_own_table
 from lakecleaner.core.config import ConfigError, LakecleanerConfig
 from lakecleaner.spark.forget import (DEFAULT_INTERVAL_MS, Attribution, ForgetError, ForgetRequest, as_text, forget, scrub, utc)
@@ -167,9 +167,9 @@ def _attempt(spark, cfg: LakecleanerConfig, request: ForgetRequest, now_ms: int,
     except Exception as exc:  # noqa: BLE001 - this request's failure, named; the others go on
         text = (str(exc) if isinstance(exc, (CompactionError, ConfigError))
                 else scrub(f"table {request.table}: {first_line(exc)}", request))
-        # never to be carried out: a bad key, or a name that is no table's; a table's own problem
-        # (a setting, its layout) waits for an operator, the request kept
-        rejected = ((isinstance(exc, ForgetError) and exc.rejected)
+        # never to be carried out: a bad key, a malformed name, a table the catalog says does not exist; a
+        # table's own problem (a setting, its layout) or a catalog that cannot be asked waits, the request kept
+        rejected = ((isinstance(exc, ForgetError) and exc.rejected) or isinstance(exc, NoSuchTableError)
                     or (isinstance(exc, ConfigError) and exc.prop == "table"))
         return {"request_id": request.request_id, "table": request.table, "status": "failed", "error": text,
                 "rejected": rejected, "keys": len(request.keys)}, rejected
