@@ -296,3 +296,23 @@ def test_the_readme_configuration_examples_load(tmp_path, monkeypatch):
     monkeypatch.setenv("ICEBERG_DB_PASSWORD", SECRET)
     for block in blocks:
         assert isinstance(load(tmp_path, block), LakecleanerConfig)
+
+
+def test_a_file_that_cannot_be_read_as_text_is_a_config_error(tmp_path):
+    """Not a traceback: `config check` and every command exit 2 naming the file and why."""
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\xff\xfecatalog: {}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(binary)
+    assert err.value.prop == "<file>" and "not UTF-8 text" in str(err.value) and str(binary) in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        load_config(tmp_path)  # a directory
+    assert err.value.prop == "<file>" and "cannot be read" in str(err.value)
+
+
+def test_a_section_or_key_given_twice_is_a_mistake_not_the_last_one_winning(tmp_path):
+    """YAML requires unique keys; PyYAML keeps the last silently: a second `catalog:` replaced the first."""
+    err = load_error(tmp_path, "catalog:\n  name: lake\n  type: hadoop\ncatalog:\n  name: other\n")
+    assert err.prop == "<file>" and "duplicate key 'catalog'" in str(err) and "line 4" in str(err)
+    err = load_error(tmp_path, f"catalog:\n  properties:\n    token: {SECRET}\n    token: {SECRET}\n")
+    assert "duplicate key 'token'" in str(err) and SECRET not in str(err)

@@ -1090,10 +1090,34 @@ def _escaped(value: Any) -> Any:
     return value.replace("${", "$${") if isinstance(value, str) else value
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML requires a mapping's keys to be unique; PyYAML keeps the last of a repeated key silently
+    (a second ``catalog:`` replaced the first). A repeated key is an error at its line."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, (str, int, float, bool)):  # a complex key: nothing of ours, left to the schema
+                continue
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 def _read(path: Path, text: str | None = None) -> dict[str, Any]:
     """The file's sections (or ``text``'s, an inline document), each None one left out (the built-in default)."""
+    if text is None:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(None, "<file>", str(path), f"not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
+                                                         f"position {exc.start})") from None
+        except OSError as exc:
+            raise ConfigError(None, "<file>", str(path), f"cannot be read: {exc.strerror or type(exc).__name__}") from None
     try:
-        raw = yaml.safe_load(path.read_text() if text is None else text)
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as exc:  # its own text quotes the offending line, which may hold a credential
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
