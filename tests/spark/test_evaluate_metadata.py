@@ -81,6 +81,30 @@ def test_unreadable_table_gets_a_row_and_the_others_are_evaluated(spark, lake_co
     assert evs[f"{ns}.good"].eligible
 
 
+def test_a_bad_name_or_a_non_integral_offset_column_is_named_and_no_value_shown(spark, lake_config, tmp_path):
+    """A name no table can have is the parser's error, and is never made into a path (an absolute
+    one was read outside the warehouse); catalog.namespace.table is accepted as elsewhere. An offset
+    column of another type is the setting's error, not a record's bound failing int()."""
+    ns = f"bn{int(time.time() * 1000) % 10**8}"
+    good = create_compacted_table(spark, lake_config, f"{ns}.good")
+    append(spark, good, _rows(0, 4))
+    stringly = create_compacted_table(spark, lake_config, f"{ns}.stringly", {"compaction.offset.column": "value"})
+    append(spark, stringly, [{**r, "value": f"secret-{i}"} for i, r in enumerate(_rows(0, 4))])
+    outside = tmp_path / f"{ns}" / "good"
+    shutil.copytree(Path(lake_config.catalog.warehouse) / ns / "good", outside)
+    asked = ["no_namespace", f"{tmp_path}/{ns}.good", f"other.{ns}.good", f"lake.{ns}.good", f"{ns}.stringly"]
+    evs = evaluate_all(lake_config, asked, int(time.time() * 1000))
+    rows = {e.table: e for e in evs}
+    for name in asked[:3]:
+        assert rows[name].status == "invalid config" and rows[name].reason.startswith(f"table {name}: "), rows[name]
+    assert "namespace.table" in rows["no_namespace"].reason
+    assert "'other' is not the configured" in rows[f"other.{ns}.good"].reason
+    assert rows[f"{ns}.good"].eligible  # lake.<ns>.good, evaluated under its short name
+    bad = rows[f"{ns}.stringly"]
+    assert bad.status == "invalid config" and "compaction.offset.column='value'" in bad.reason, bad
+    assert "secret" not in bad.reason
+
+
 @pytest.mark.parametrize("format_version", [2, 3])
 def test_manifest_reads_match_pyiceberg_over_specs_and_deletes(spark, lake_config, format_version):
     """Evaluation reads manifests with a cached reader tree: what it reads must be what pyiceberg's

@@ -24,7 +24,7 @@ from pyiceberg.manifest import (
     FileFormat, ManifestContent, ManifestEntry, ManifestEntryStatus, ManifestFile, PartitionFieldSummary)
 from pyiceberg.utils.schema_conversion import AvroSchemaConversion
 
-from lakecleaner.core.config import LakecleanerConfig, raw_setting
+from lakecleaner.core.config import INTEGRAL_TYPES, LakecleanerConfig, raw_setting
 from lakecleaner.core.datafiles import Bounds, DataFile
 from lakecleaner.core.deletefiles import DeleteFile, DeleteKind
 from lakecleaner.core.evaluate import RefSnapshot, TableMetadata
@@ -142,8 +142,9 @@ def table_metadata(table: str, tbl, defaults=None, cache: "ManifestStatsCache | 
         return meta
     offset_name = str(raw_setting("compaction.offset.column", props, defaults)).strip()
     part_name = str(raw_setting("compaction.partition.column", props, defaults)).strip()
-    offset_field = _field(schema, offset_name)
-    part_field = _field(schema, part_name)
+    # bounds only of integral columns: another type is the setting's mistake, which evaluation names
+    offset_field = _integral_field(schema, offset_name)
+    part_field = _integral_field(schema, part_name)
     part_index = None
     if part_field is not None:
         for i, pf in enumerate(tbl.spec().fields):
@@ -352,6 +353,11 @@ def _field(schema, name: str):
         return schema.find_field(name, case_sensitive=False)
     except ValueError:
         return None
+
+
+def _integral_field(schema, name: str):
+    field = _field(schema, name)
+    return field if field is not None and spark_type(field.field_type) in INTEGRAL_TYPES else None
 
 
 def _bound(bounds, field):

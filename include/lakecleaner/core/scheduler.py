@@ -10,13 +10,14 @@ import time
 from dataclasses import dataclass, fields, replace
 from typing import Iterable, Mapping
 
-from lakecleaner.core.config import DEFAULT_INTERVAL_MS, LakecleanerConfig, is_compacted
+from lakecleaner.core.config import DEFAULT_INTERVAL_MS, ConfigError, LakecleanerConfig, is_compacted
 from lakecleaner.core.evaluate import Evaluation, cleaning_order, evaluate_table
 from lakecleaner.core.metadata import ManifestStatsCache, MetadataReader
 from lakecleaner.core.records import (LEFT_FOR_NEXT_RUN, NOTEWORTHY, ApplicationPlan, ApplicationReport,
                                       EvaluationStatus, NotRun, RecordedOutcome, RunFigures, RunVerdict, Step,
                                       TableStatus, TableVerdict)
 from lakecleaner.core.state import NAME_MAX, StateStore, TableState, shortened, write_document
+from lakecleaner.core.table import TableRef
 
 log = logging.getLogger("lakecleaner")
 
@@ -28,10 +29,16 @@ def evaluate_all(cfg: LakecleanerConfig, tables: Iterable[str] | None = None, no
     so; the others are still evaluated."""
     now_ms = int(now_ms if now_ms is not None else time.time() * 1000)
     reader, store = MetadataReader(cfg, ManifestStatsCache(cfg)), StateStore(cfg)
-    requested = list(tables or [])
+    out, requested = [], []
+    for asked in tables or []:  # as every command takes a name: [catalog.]namespace.table, checked first
+        try:
+            requested.append(TableRef.parse(asked, cfg.catalog.name).short)
+        except ConfigError as exc:
+            out.append(Evaluation(asked, EvaluationStatus.INVALID_CONFIG, str(exc)))
+    if tables and not requested:
+        return out
     names = requested or reader.list_tables(tuple(namespaces))
     quarantine = cfg.cleaner.quarantine_suffix
-    out = []
     for name in names:
         if not requested and (name.endswith(quarantine) or name.split(".")[0] == cfg.cleaner.meta_namespace):
             continue
