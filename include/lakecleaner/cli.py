@@ -86,15 +86,16 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_clear_uncleanable(args) -> int:
-    from lakecleaner.core.state import StateStore
+    from lakecleaner.core.state import StateError, StateStore
 
     cfg = load_config(args.config)
     failed = 0
     for table in args.tables:
         try:
             StateStore(cfg).clear(table)
-        except ValueError as exc:
-            print(f"lakecleaner: {exc}", file=sys.stderr)
+        except (ValueError, StateError, OSError) as exc:  # a bad name, or state it cannot write: named, the rest go on
+            print(f"lakecleaner: {exc}" if str(exc).startswith("table ") else
+                  f"lakecleaner: table {table}: cannot clear: {type(exc).__name__}: {exc}", file=sys.stderr)
             failed += 1
             continue
         print(f"lakecleaner: {table} is no longer marked uncleanable; the next evaluation includes it")

@@ -150,3 +150,16 @@ def test_a_document_name_never_leaves_the_state_root(cfg, tmp_path):
         with pytest.raises(ValueError, match="not a relative path under the state root"):
             write_document(cfg, bad, {})
     assert not (tmp_path / "outside.json").exists() and not Path("/outside.json").exists()
+
+
+def test_a_clear_moves_an_unreadable_state_aside_even_a_directory(cfg):
+    """evaluate's advice for an unreadable state is `clear-uncleanable`: it must work for whatever is
+    in the way (a directory failed with IsADirectoryError), keeping what was there beside it."""
+    store = StateStore(cfg)
+    store.record_failure("a.t", "boom", now_ms=10)
+    (_state_dir(cfg) / "a.t.json").unlink()
+    (_state_dir(cfg) / "a.t.json").mkdir()
+    with pytest.raises(StateError):
+        store.get("a.t")
+    assert store.clear("a.t").consecutive_failures == 0
+    assert [p.is_dir() for p in _state_dir(cfg).glob("a.t.json.corrupt-*")] == [True]  # kept, renamed

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from dataclasses import dataclass
 
 from lakecleaner.core.config import IDENT, LakecleanerConfig
@@ -155,12 +156,15 @@ class StateStore:
 
     def clear(self, table: str) -> TableState:
         """An operator's word that the table is fixed: forgive every failure counted so far (an
-        unreadable outcomes document is forgiven whole: the application rewrites it)."""
+        unreadable outcomes document is forgiven whole: kept beside, as move_aside names it, and
+        started again, whatever it was: a directory in its place too)."""
         try:
             failed_runs = self._outcomes(table).failed_runs
         except StateError as exc:
-            log.warning("lakecleaner: %s; clearing it", exc)
-            write_document(self.cfg, f"state/{document_name(table)}", {})
+            name = f"state/{document_name(table)}"
+            kept = move_aside(self.cfg, name, int(time.time() * 1000))
+            log.warning("lakecleaner: %s; kept as %s and started again", exc, kept)
+            write_document(self.cfg, name, {})
             failed_runs = 0
         write_document(self.cfg, f"state/{document_name(table, '.clear')}", {"failed_runs_forgiven": failed_runs})
         return self.get(table)
