@@ -316,3 +316,12 @@ def test_a_section_or_key_given_twice_is_a_mistake_not_the_last_one_winning(tmp_
     assert err.prop == "<file>" and "duplicate key 'catalog'" in str(err) and "line 4" in str(err)
     err = load_error(tmp_path, f"catalog:\n  properties:\n    token: {SECRET}\n    token: {SECRET}\n")
     assert "duplicate key 'token'" in str(err) and SECRET not in str(err)
+
+
+def test_defaults_that_no_table_could_take_are_the_configs_error(tmp_path):
+    """max.compaction.lag.ms below min.compaction.lag.ms in `defaults` passed `config check`, and then
+    every table not overriding one of them was invalid; the one rule (resolve_table's) now runs at load."""
+    err = load_error(tmp_path, "defaults:\n  min.compaction.lag.ms: 20\n  max.compaction.lag.ms: 10\n")
+    assert err.prop == "defaults.max.compaction.lag.ms" and "must be >= min.compaction.lag.ms (20)" in str(err)
+    err = load_error(tmp_path, "defaults:\n  max.compaction.lag.ms: 10\n  min.compaction.lag.ms: 10\n  bogus: 1\n")
+    assert err.prop == "defaults.bogus"  # an equal pair is fine

@@ -315,6 +315,13 @@ def read_split(table: str, properties: Mapping[str, str]) -> tuple[int, int]:
                  for prop, setting in READ_SPLIT_SETTINGS.items())
 
 
+def _check_lags(table: str | None, values: Mapping[str, Any]) -> None:
+    """KIP-354: the bound on how long dirty data may wait is no shorter than the wait itself."""
+    if values["max.compaction.lag.ms"] < values["min.compaction.lag.ms"]:
+        raise ConfigError(table, "max.compaction.lag.ms", values["max.compaction.lag.ms"],
+                          f"must be >= min.compaction.lag.ms ({values['min.compaction.lag.ms']})")
+
+
 def resolve_table(
     table: str,
     properties: Mapping[str, str],
@@ -337,12 +344,7 @@ def resolve_table(
         if prop in properties:
             explicit.add(prop)
 
-    if values["max.compaction.lag.ms"] < values["min.compaction.lag.ms"]:
-        raise ConfigError(
-            table, "max.compaction.lag.ms", values["max.compaction.lag.ms"],
-            f"must be >= min.compaction.lag.ms ({values['min.compaction.lag.ms']})",
-        )
-
+    _check_lags(table, values)
     schema = TableSchema(table, values, frozenset(explicit), columns)
     for key in values["compaction.key.columns"]:
         if key.lower() not in schema.types:
@@ -559,6 +561,12 @@ def _defaults(value: Any) -> dict[str, Any]:
         except ValueError as exc:
             raise _Invalid(str(exc), (prop,), v) from None
         out[prop] = v
+    lags = {p: TABLE_SETTINGS[p].parse(out[p]) if p in out else TABLE_SETTINGS[p].default
+            for p in ("min.compaction.lag.ms", "max.compaction.lag.ms")}
+    try:  # a pair no table could take unless it overrides one of them
+        _check_lags(None, lags)
+    except ConfigError as exc:
+        raise _Invalid(exc.problem, (exc.prop,), exc.value) from None
     return out
 
 
