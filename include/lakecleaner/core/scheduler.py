@@ -29,13 +29,13 @@ def evaluate_all(cfg: LakecleanerConfig, tables: Iterable[str] | None = None, no
     so; the others are still evaluated."""
     now_ms = int(now_ms if now_ms is not None else time.time() * 1000)
     reader, store = MetadataReader(cfg, ManifestStatsCache(cfg)), StateStore(cfg)
-    out, requested = [], []
-    for asked in tables or []:  # as every command takes a name: [catalog.]namespace.table, checked first
+    out, asked, requested = [], list(tables or []), []
+    for name in asked:  # as every command takes a name: [catalog.]namespace.table, checked first
         try:
-            requested.append(TableRef.parse(asked, cfg.catalog.name).short)
+            requested.append(TableRef.parse(name, cfg.catalog.name).short)
         except ConfigError as exc:
-            out.append(Evaluation(asked, EvaluationStatus.INVALID_CONFIG, str(exc)))
-    if tables and not requested:
+            out.append(Evaluation(name, EvaluationStatus.INVALID_CONFIG, str(exc)))
+    if asked and not requested:
         return out
     names = requested or reader.list_tables(tuple(namespaces))
     quarantine = cfg.cleaner.quarantine_suffix

@@ -25,11 +25,16 @@ def load_table_config(spark, cfg: LakecleanerConfig, ref: TableRef) -> tuple[Tab
     return resolve_table(ref.short, props, columns, cfg.defaults), props
 
 
+def table_exists(spark, ref: TableRef) -> bool:
+    """Spark's answer: false only on the catalog's own "no such table"; a catalog that cannot be
+    asked raises."""
+    return spark.catalog.tableExists(ref.sql().replace("`", ""))
+
+
 def _known_missing(spark, ref: TableRef) -> bool:
-    """Whether the catalog says the table does not exist. A catalog that cannot be asked (down, no
-    access) says nothing: Spark's tableExists is false only on the catalog's own "no such table"."""
+    """Whether the catalog says the table does not exist (a catalog that cannot be asked says nothing)."""
     try:
-        return not spark.catalog.tableExists(ref.sql().replace("`", ""))
+        return not table_exists(spark, ref)
     except Exception:  # noqa: BLE001 - unknown, not missing
         return False
 

@@ -35,7 +35,7 @@ from pyspark.sql import Column, DataFrame, functions as F, Window
 from lakecleaner.spark import guards, plans
 from lakecleaner.core.append_times import read_append_times
 from lakecleaner.core.table import (CompactionError, ConcurrentCommitError, TableRef, check_layout, first_line, create_unless_exists)
-from lakecleaner.spark.catalog import (current_snapshot, fail_point, format_version, load_table_config, committed_snapshot, iceberg_table, set_layout_defaults)
+from lakecleaner.spark.catalog import (current_snapshot, fail_point, format_version, load_table_config, committed_snapshot, iceberg_table, set_layout_defaults, table_exists)
 from lakecleaner.core.config import CHECKPOINT_PROPERTY, ConfigError, LakecleanerConfig, TableConfig
 from lakecleaner.core.records import CleanerStats, RunStatus
 from lakecleaner.spark.files import (bytes_scanned, clean_version_ceiling, data_files, dirty_records_bound, dirty_version_floors)
@@ -415,7 +415,7 @@ def check_quarantine(spark, qref: TableRef, source: TableRef) -> bool:
     create for this source (no or another QUARANTINE_OF) is refused: the cleaner would merge its
     schema and expire its snapshots. One an earlier version created (unmarked, with the cleaner's
     columns) is marked and adopted."""
-    if not spark.catalog.tableExists(qref.sql().replace("`", "")):
+    if not table_exists(spark, qref):
         return False
     mark = iceberg_table(spark, qref).properties().get(QUARANTINE_OF)
     if mark == source.short:

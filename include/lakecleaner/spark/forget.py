@@ -37,7 +37,7 @@ from pyspark.sql.types import _parse_datatype_string, StringType, StructField, S
 
 from lakecleaner.spark import catalog, guards
 from lakecleaner.core.table import CompactionError, TableRef, first_line, layout_problem
-from lakecleaner.spark.catalog import iceberg_table, load_table_config
+from lakecleaner.spark.catalog import iceberg_table, load_table_config, table_exists
 from lakecleaner.core.config import (DEFAULT_INTERVAL_MS, LakecleanerConfig, TableConfig, physical_deletion_bound, physical_deletion_deadline)
 from lakecleaner.spark.engine import check_quarantine, quarantine_table
 from lakecleaner.core.keyhash import UNKEYED, KeyHasher, hash_sql, key_hasher, pads_join
@@ -298,7 +298,7 @@ def _dry_run(spark, cfg, request: ForgetRequest, job: _Prepared, now_ms: int) ->
     in_table = spark.table(ref.sql()).join(job.keys, list(tc.key_columns), "left_semi").count()
     qref = quarantine_table(cfg, ref)
     in_quarantine = (spark.table(qref.sql()).join(job.keys, list(tc.key_columns), "left_semi").count()
-                     if spark.catalog.tableExists(qref.sql().replace("`", "")) else 0)
+                     if table_exists(spark, qref) else 0)
     return ForgetResult(ref.short, request.request_id, now_ms, len(job.hashes), in_table, in_quarantine, {}, False,
                         None, "dry run: nothing deleted", job.hasher.scheme, job.hashes, status="dry run")
 
@@ -382,7 +382,7 @@ def _files_still_holding(spark, ref: TableRef, tc: TableConfig, keys, max_sequen
     key bounds admit a key are read (key, partition and offset columns) by Iceberg field id, so a
     renamed column still matches; a file written without field ids (imported by add_files or
     migrate) is read by name. A file that is not Parquet cannot be read so and counts as holding."""
-    if not spark.catalog.tableExists(ref.sql().replace("`", "")):
+    if not table_exists(spark, ref):
         return set()
     candidates = _candidate_files(spark, ref, tc, keys, max_sequence)
     unreadable = {path for path, fmt in candidates.items() if fmt.upper() != "PARQUET"}
