@@ -548,7 +548,7 @@ def _each(check: Callable[[Any], Any]) -> Callable[[Any], tuple]:
 def _defaults(value: Any) -> dict[str, Any]:
     """The per-table settings' cleaner-wide defaults, each checked by its own Kafka parser; a YAML
     list (compaction.key.columns: [id, region]) is the comma list."""
-    out = {}
+    out, parsed = {}, {prop: setting.default for prop, setting in TABLE_SETTINGS.items()}
     for prop, v in _mapping(value).items():
         if prop not in TABLE_SETTINGS:
             raise _Invalid("unknown per-table setting", (prop,), v)
@@ -557,14 +557,12 @@ def _defaults(value: Any) -> dict[str, Any]:
         elif v is None or isinstance(v, Mapping):
             raise _Invalid(f"expected a string, number or boolean, got {_kind(v)}", (prop,), v)
         try:
-            TABLE_SETTINGS[prop].parse(v)
+            parsed[prop] = TABLE_SETTINGS[prop].parse(v)
         except ValueError as exc:
             raise _Invalid(str(exc), (prop,), v) from None
         out[prop] = v
-    lags = {p: TABLE_SETTINGS[p].parse(out[p]) if p in out else TABLE_SETTINGS[p].default
-            for p in ("min.compaction.lag.ms", "max.compaction.lag.ms")}
     try:  # a pair no table could take unless it overrides one of them
-        _check_lags(None, lags)
+        _check_lags(None, parsed)
     except ConfigError as exc:
         raise _Invalid(exc.problem, (exc.prop,), exc.value) from None
     return out
