@@ -7,12 +7,15 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 from lakecleaner.core.config import (CONFIG_ENV, DEFAULT_CONFIG_PATH, DEFAULT_INTERVAL_MS, ConfigError,
                                      config_schema, load_config)
 from lakecleaner.core.submit import parse_results, submit_command
 from lakecleaner.core.quality_rules import Severity
+from lakecleaner.core.rules import now_in_future
 
 
 def run_job(cfg, config_path: str, job: str, job_args: list[str]) -> tuple[int, list[dict], str]:
@@ -36,6 +39,28 @@ def run_tables_job(cfg, job: str, tables: list[str], extra: list[str]) -> tuple[
                                      f"{stderr[-2000:]}"})
             code = code or 1
     return code, results
+
+
+def now_ms_arg(value: str) -> int:
+    """``--now-ms``: the run's now in epoch ms, refused when ahead of this machine's clock
+    (rules.now_in_future), before any Spark starts."""
+    try:
+        now = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a time in epoch milliseconds: {value!r}") from None
+    clock = int(time.time() * 1000)
+    if now_in_future(now, clock):
+        raise argparse.ArgumentTypeError(
+            f"{now} ({_utc(now)}) is ahead of this machine's clock ({_utc(clock)}): a run as of the future would "
+            "expire tombstones before delete.retention.ms has passed and keep later runs off the table until then")
+    return now
+
+
+def _utc(ms: int) -> str:
+    try:
+        return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="seconds")
+    except (OverflowError, OSError, ValueError):
+        return "beyond the calendar"
 
 
 def _common_args(args) -> list[str]:
@@ -200,17 +225,18 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("compact", help="compact tables in one Spark application; one JSON line of statistics per table")
     p.add_argument("tables", nargs="+", metavar="TABLE", help="namespace.table (in the configured catalog), in order")
-    p.add_argument("--now-ms", type=int, help="the run's 'now' in epoch ms (default: the wall clock)")
+    p.add_argument("--now-ms", type=now_ms_arg,
+                   help="the run's 'now' in epoch ms, a backfill's (default: the wall clock; never ahead of it)")
     p.add_argument("--dry-run", action="store_true", help="compute the same figures, commit nothing")
     p.set_defaults(func=cmd_compact)
     p = sub.add_parser("validate", help="run the tables' data-quality suites (great-expectations on Spark)")
     p.add_argument("tables", nargs="+", metavar="TABLE")
-    p.add_argument("--now-ms", type=int)
+    p.add_argument("--now-ms", type=now_ms_arg)
     p.set_defaults(func=cmd_validate)
     p = sub.add_parser("evaluate", help="dirty and must-clean ratios of every compacted table, from metadata only")
     p.add_argument("tables", nargs="*", help="namespace.table (default: every compacted table)")
     p.add_argument("--namespace", action="append", help="only tables of this namespace (repeatable)")
-    p.add_argument("--now-ms", type=int)
+    p.add_argument("--now-ms", type=now_ms_arg)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_evaluate)
     p = sub.add_parser("clear-uncleanable", help="an operator's word that a table marked uncleanable is fixed")
@@ -228,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--enqueue-only", action="store_true",
                    help="only write the request to the request table; the DAG's next run carries it out")
     p.add_argument("--dry-run", action="store_true", help="count what would go; delete nothing")
-    p.add_argument("--now-ms", type=int)
+    p.add_argument("--now-ms", type=now_ms_arg)
     p.add_argument("--interval-ms", type=int, default=DEFAULT_INTERVAL_MS,
                    help="the DAG's schedule interval, for the deadline (default 15 min)")
     p.set_defaults(func=cmd_forget)

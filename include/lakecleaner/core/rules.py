@@ -49,6 +49,17 @@ def first_clean_time(now_ms: int, committed_ms: int | None) -> int:
     return now_ms if committed_ms is None else max(now_ms, committed_ms)
 
 
+CLOCK_SKEW_MS = 60_000  # how far a typed now may run ahead of this machine's clock (clocks differ)
+
+
+def now_in_future(now_ms: int, clock_ms: int) -> bool:
+    """A run's now ahead of the clock: refused where a person types it (a backfill's or a test's
+    now lies in the past). A run as of the future expires tombstones before delete.retention.ms has
+    passed since their first clean, and dates the checkpoint past every real run until then, which
+    then skip the table (Checkpoint.later_than)."""
+    return now_ms > clock_ms + CLOCK_SKEW_MS
+
+
 def tombstone_expired_sql(first_cleaned_ms: str, now_ms: str, delete_retention_ms: str) -> str:
     """``tombstone_expired`` as a SQL condition over these expressions, so SQL checks cannot drift
     from it. A difference, as above: first + retention would overflow a bigint for an endless one."""

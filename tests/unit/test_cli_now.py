@@ -1,0 +1,46 @@
+"""``--now-ms`` ahead of the clock is refused before any Spark starts (rules.now_in_future): a run as
+of the future would expire tombstones early and date the checkpoint past every real run."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from lakecleaner import cli
+from lakecleaner.core.rules import CLOCK_SKEW_MS, now_in_future
+
+HOUR = 3_600_000
+
+
+def test_now_in_future_allows_the_clocks_skew_only():
+    assert not now_in_future(1_000 + CLOCK_SKEW_MS, 1_000)
+    assert now_in_future(1_001 + CLOCK_SKEW_MS, 1_000)
+    assert not now_in_future(0, 1_000)  # a backfill's now
+
+
+@pytest.fixture
+def no_application(monkeypatch):
+    def refused(*args, **kwargs):
+        raise AssertionError(f"an application was submitted: {args}")
+    monkeypatch.setattr(cli, "run_job", refused)
+
+
+@pytest.mark.parametrize("argv", [["compact", "a.t"], ["compact", "a.t", "--dry-run"], ["validate", "a.t"],
+                                  ["evaluate"], ["forget", "a.t", "--keys", "-"]])
+def test_a_future_now_is_refused_before_any_application(argv, no_application, capsys):
+    future = int(time.time() * 1000) + HOUR
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([*argv, "--now-ms", str(future)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--now-ms: {future} (" in err and "ahead of this machine's clock" in err, err
+    assert "delete.retention.ms" in err
+
+
+def test_a_past_now_and_bad_values():
+    past = int(time.time() * 1000) - 24 * HOUR
+    assert cli.now_ms_arg(str(past)) == past
+    with pytest.raises(Exception, match="not a time in epoch milliseconds: 'tomorrow'"):
+        cli.now_ms_arg("tomorrow")
+    with pytest.raises(Exception, match="beyond the calendar"):
+        cli.now_ms_arg(str(10**20))
