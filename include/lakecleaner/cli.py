@@ -13,30 +13,30 @@ from pathlib import Path
 
 from lakecleaner.core.config import (CONFIG_ENV, DEFAULT_CONFIG_PATH, DEFAULT_INTERVAL_MS, ConfigError,
                                      config_schema, load_config)
-from lakecleaner.core.submit import parse_results, submit_command
+from lakecleaner.core.submit import death_reason, parse_results, submit_command
 from lakecleaner.core.quality_rules import Severity
 from lakecleaner.core.rules import now_in_future
 
 
 def run_job(cfg, config_path: str, job: str, job_args: list[str]) -> tuple[int, list[dict], str]:
-    """Submit a job; return (exit code, its result lines in order, its stderr tail)."""
+    """Submit a job; return (exit code, its result lines in order, why it died if it did: death_reason)."""
     with tempfile.TemporaryDirectory(prefix="lakecleaner-submit-") as workdir:
         cmd = submit_command(cfg, config_path, job, job_args, workdir)
         proc = subprocess.run(cmd, capture_output=True, text=True,
                               env={"SPARK_LOCAL_IP": "127.0.0.1", **os.environ, "PYSPARK_PYTHON": sys.executable})
-    return proc.returncode, parse_results(proc.stdout), "\n".join(proc.stderr.splitlines()[-30:])
+    return proc.returncode, parse_results(proc.stdout), death_reason(proc.stderr)
 
 
 def run_tables_job(cfg, job: str, tables: list[str], extra: list[str]) -> tuple[int, list[dict]]:
     """Submit one application for several tables; a table the job died before reporting still gets
     a result naming it (and the exit code says failed)."""
-    code, results, stderr = run_job(cfg, cfg.source, job, [*tables, *extra])
+    code, results, died = run_job(cfg, cfg.source, job, [*tables, *extra])
     reported = {r.get("table") for r in results}
     for table in tables:
         if table not in reported:
             results.append({"table": table, "status": "failed", "success": False,
                             "error": f"table {table}: the Spark job died without a result (exit {code}): "
-                                     f"{stderr[-2000:]}"})
+                                     f"{died}"})
             code = code or 1
     return code, results
 
@@ -161,10 +161,10 @@ def cmd_forget(args) -> int:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
             f.writelines(json.dumps(k) + "\n" for k in keys)
-        code, results, stderr = run_job(cfg, cfg.source, "forget.py", ["--enqueue-file", str(path), *extra])
+        code, results, died = run_job(cfg, cfg.source, "forget.py", ["--enqueue-file", str(path), *extra])
     if not results:
         results = [{"table": args.table, "status": "failed",
-                    "error": f"table {args.table}: the Spark job died without a result (exit {code}): {stderr[-2000:]}"}]
+                    "error": f"table {args.table}: the Spark job died without a result (exit {code}): {died}"}]
         code = code or 1
     for result in results:
         print(json.dumps(result, sort_keys=True))

@@ -117,3 +117,19 @@ def test_secret_spark_settings_stay_out_of_argv_and_xcom(tmp_path):
     assert conf["spark.sql.shuffle.partitions"] == "4"
     assert conf["spark.redaction.regex"] == REDACTION  # its value matches itself, and is no secret
     assert submit.secret_conf(cfg) == secret
+
+
+def test_death_reason_names_the_drivers_exception_before_the_jvms_shutdown_lines():
+    """A dead application's stderr: the driver's traceback, then the JVM's shutdown lines. The tail
+    alone (what the CLI showed) had lost the exception."""
+    import subprocess
+    import sys
+
+    raised = subprocess.run([sys.executable, "-c", "def job():\n    raise RuntimeError('catalog lake: "
+                             "connection refused')\njob()"], capture_output=True, text=True).stderr
+    shutdown = "".join(f"26/11/28 17:30:{i:02d} WARN ShutdownHookManager: line {i}\n" for i in range(40))
+    reason = submit.death_reason(raised + shutdown)
+    assert reason.startswith("RuntimeError: catalog lake: connection refused\n"), reason
+    assert reason.endswith("line 39") and len(reason) < 2_100
+    assert submit.death_reason(raised) == raised.strip()  # the exception already in the tail: once
+    assert submit.death_reason(shutdown) == shutdown.strip()[-submit.DEATH_TAIL_CHARS:]  # no traceback: the tail

@@ -57,6 +57,22 @@ def parse_results(stdout: str) -> list[dict]:
     return [r for r in map(parse_result, stdout.splitlines()) if r is not None]
 
 
+DEATH_TAIL_CHARS = 1_500
+
+
+def death_reason(stderr: str) -> str:
+    """What to show of an application that died without a result: the Python exception its driver
+    raised, where there was one (the JVM's shutdown lines follow it, so a tail alone often misses it),
+    then the last lines of its stderr."""
+    lines = stderr.splitlines()
+    tail = "\n".join(lines[-30:])[-DEATH_TAIL_CHARS:]
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last):")]
+    exc = next((line for line in lines[starts[-1] + 1:] if line and not line[0].isspace()), None) if starts else None
+    if exc is None or exc in tail:
+        return tail
+    return f"{exc[:500]}\n(stderr's last lines:)\n{tail}"
+
+
 # ---------------------------------------------------------------- the package (--py-files)
 def package_zip(dest_dir: str | os.PathLike) -> str:
     """Zip the installed lakecleaner package's core and Spark layer for --py-files, so executors run
