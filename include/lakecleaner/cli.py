@@ -94,6 +94,7 @@ def cmd_validate(args) -> int:
 
 def cmd_evaluate(args) -> int:
     from lakecleaner.core.evaluate import format_table
+    from lakecleaner.core.records import NOTEWORTHY
     from lakecleaner.core.scheduler import evaluate_all, plan, plan_rows
 
     cfg = load_config(args.config)
@@ -107,7 +108,11 @@ def cmd_evaluate(args) -> int:
         print(f"\n{len(jobs)} of {len(evaluations)} tables to clean"
               + (f" in this order: {', '.join(j.table for j in jobs)}" if jobs else "")
               + f"; uncleanable tables: {uncleanable}")
-    return 0
+    noteworthy = [e for e in evaluations if e.status in NOTEWORTHY]
+    for e in noteworthy:  # on stderr too: a script reading --json sees the exit code and why
+        reason = e.reason if (e.reason or "").startswith(f"table {e.table}") else f"table {e.table}: {e.reason}"
+        print(f"lakecleaner: {e.status}: {reason}", file=sys.stderr)
+    return 1 if noteworthy else 0
 
 
 def cmd_clear_uncleanable(args) -> int:
@@ -233,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("tables", nargs="+", metavar="TABLE")
     p.add_argument("--now-ms", type=now_ms_arg)
     p.set_defaults(func=cmd_validate)
-    p = sub.add_parser("evaluate", help="dirty and must-clean ratios of every compacted table, from metadata only")
+    p = sub.add_parser("evaluate", help="dirty and must-clean ratios of every compacted table, from metadata "
+                                        "only; exit 1 if a table is invalid, unreadable or uncleanable")
     p.add_argument("tables", nargs="*", help="namespace.table (default: every compacted table)")
     p.add_argument("--namespace", action="append", help="only tables of this namespace (repeatable)")
     p.add_argument("--now-ms", type=now_ms_arg)

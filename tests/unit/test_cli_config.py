@@ -96,3 +96,30 @@ def test_schema_accepts_what_loads_and_refuses_what_does_not(capsys, monkeypatch
                 {"defaults": {"log.cleaner.threads": 1}}, {"notifiers": [{"class": "a.B", "to": "x"}]},
                 {"catalogue": {}}, {"spark": {"conf": {"spark.jars": "/a.jar"}}}, {"spark": {"extra_jars": "/a.jar"}}):
         assert list(validator.iter_errors(bad)), bad
+
+
+def _hadoop_lake(tmp_path) -> Path:
+    (tmp_path / "wh" / "sales").mkdir(parents=True)
+    path = tmp_path / "lake.yaml"
+    path.write_text(f"catalog:\n  type: hadoop\n  warehouse: {tmp_path / 'wh'}\n")
+    return path
+
+
+def test_evaluate_refuses_a_namespace_the_catalog_does_not_have(tmp_path, capsys):
+    """A mistyped --namespace listed nothing and exited 0, as an empty namespace does."""
+    config = _hadoop_lake(tmp_path)
+    assert main(["--config", str(config), "evaluate", "--namespace", "sales", "--namespace", "sals"]) == 2
+    assert "namespace='sals' is invalid: not in catalog lake" in capsys.readouterr().err
+    assert main(["--config", str(config), "evaluate", "--namespace", "sales", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+
+
+def test_evaluate_exits_1_naming_a_table_it_cannot_evaluate(tmp_path, capsys):
+    """An invalid, unreadable or uncleanable row is shown and fails the command (scripts, CI)."""
+    config = _hadoop_lake(tmp_path)
+    assert main(["--config", str(config), "evaluate", "sales.missing", "no_namespace", "--json"]) == 1
+    out, err = capsys.readouterr()
+    assert {r["table"]: r["status"] for r in json.loads(out)} == {"sales.missing": "unreadable",
+                                                                   "no_namespace": "invalid config"}
+    assert "lakecleaner: unreadable: table sales.missing: cannot read metadata" in err
+    assert "lakecleaner: invalid config: table no_namespace: table=" in err, err

@@ -89,6 +89,13 @@ class MetadataReader:
             out += [".".join(ident[-2:]) for ident in self.catalog().list_tables(ns)]
         return sorted(out)
 
+    def namespaces(self) -> list[str]:
+        """The catalog's namespaces (their last level, as list_tables filters them)."""
+        if self.cfg.catalog.type == "hadoop":
+            root = Path(self.cfg.catalog.warehouse.removeprefix("file:"))
+            return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        return sorted(ns[-1] for ns in self.catalog().list_namespaces())
+
     def load(self, table: str):
         if self.cfg.catalog.type == "hadoop":
             from pyiceberg.table import StaticTable

@@ -24,9 +24,10 @@ log = logging.getLogger("lakecleaner")
 
 def evaluate_all(cfg: LakecleanerConfig, tables: Iterable[str] | None = None, now_ms: int | None = None,
                  namespaces: Iterable[str] = ()) -> list[Evaluation]:
-    """One row per compacted table (of ``namespaces``, default cleaner.namespaces or all). A table
-    whose metadata, checkpoint or state cannot be read or whose config is invalid gets a row saying
-    so; the others are still evaluated."""
+    """One row per compacted table (of ``namespaces``, each of which must exist: ConfigError; default
+    cleaner.namespaces or all). A table whose metadata, checkpoint or state cannot be read or whose
+    config is invalid gets a row saying so; the others are still evaluated."""
+    namespaces = tuple(namespaces)
     now_ms = int(now_ms if now_ms is not None else time.time() * 1000)
     reader, store = MetadataReader(cfg, ManifestStatsCache(cfg)), StateStore(cfg)
     out, asked, requested = [], list(tables or []), []
@@ -37,7 +38,10 @@ def evaluate_all(cfg: LakecleanerConfig, tables: Iterable[str] | None = None, no
             out.append(Evaluation(name, EvaluationStatus.INVALID_CONFIG, str(exc)))
     if asked and not requested:
         return out
-    names = requested or reader.list_tables(tuple(namespaces))
+    missing = sorted(set(namespaces) - set(reader.namespaces())) if namespaces and not requested else []
+    if missing:  # asked for by name: a typo would otherwise list nothing, as an empty namespace does
+        raise ConfigError(None, "namespace", ", ".join(missing), f"not in catalog {cfg.catalog.name}")
+    names = requested or reader.list_tables(namespaces)
     quarantine = cfg.cleaner.quarantine_suffix
     for name in names:
         if not requested and (name.endswith(quarantine) or name.split(".")[0] == cfg.cleaner.meta_namespace):
