@@ -120,9 +120,15 @@ def cmd_clear_uncleanable(args) -> int:
 
     cfg = load_config(args.config)
     failed = 0
+    store = StateStore(cfg)
     for table in args.tables:
         try:
-            StateStore(cfg).clear(table)
+            if _nothing_counted(store, table):  # a typo or a table that never failed: said, not "cleared"
+                print(f"lakecleaner: table {table}: no failed run is counted and it is not marked uncleanable: "
+                      "nothing to clear (is the name right?)", file=sys.stderr)
+                failed += 1
+                continue
+            store.clear(table)
         except (ValueError, StateError, OSError) as exc:  # a bad name, or state it cannot write: named, the rest go on
             print(f"lakecleaner: {exc}" if str(exc).startswith("table ") else
                   f"lakecleaner: table {table}: cannot clear: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -130,6 +136,16 @@ def cmd_clear_uncleanable(args) -> int:
             continue
         print(f"lakecleaner: {table} is no longer marked uncleanable; the next evaluation includes it")
     return 1 if failed else 0
+
+
+def _nothing_counted(store, table: str) -> bool:
+    from lakecleaner.core.state import StateError
+
+    try:
+        state = store.get(table)
+    except StateError:  # unreadable: clear repairs it
+        return False
+    return not state.uncleanable and not state.consecutive_failures
 
 
 class RefusedKey(argparse.Action):

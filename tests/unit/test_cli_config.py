@@ -123,3 +123,20 @@ def test_evaluate_exits_1_naming_a_table_it_cannot_evaluate(tmp_path, capsys):
                                                                    "no_namespace": "invalid config"}
     assert "lakecleaner: unreadable: table sales.missing: cannot read metadata" in err
     assert "lakecleaner: invalid config: table no_namespace: table=" in err, err
+
+
+def test_clear_uncleanable_says_when_there_is_nothing_to_clear(tmp_path, capsys):
+    """A mistyped name was "no longer marked uncleanable" (exit 0); the real one is still cleared."""
+    from lakecleaner.core.config import load_config
+    from lakecleaner.core.state import StateStore
+
+    config = _hadoop_lake(tmp_path)
+    store = StateStore(load_config(str(config)))
+    for at in (1, 2, 3):
+        store.record_failure("sales.orders", "boom", now_ms=at)
+    assert store.get("sales.orders").uncleanable
+    assert main(["--config", str(config), "clear-uncleanable", "sales.ordres", "sales.orders"]) == 1
+    out, err = capsys.readouterr()
+    assert "table sales.ordres: no failed run is counted and it is not marked uncleanable: nothing to clear" in err
+    assert "sales.orders is no longer marked uncleanable" in out and "ordres" not in out
+    assert not store.get("sales.orders").uncleanable
