@@ -121,7 +121,7 @@ def test_evaluate_exits_1_naming_a_table_it_cannot_evaluate(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert {r["table"]: r["status"] for r in json.loads(out)} == {"sales.missing": "unreadable",
                                                                    "no_namespace": "invalid config"}
-    assert "lakecleaner: unreadable: table sales.missing: cannot read metadata" in err
+    assert "lakecleaner: unreadable: table sales.missing: no such table in catalog lake\n" in err
     assert "lakecleaner: invalid config: table no_namespace: table=" in err, err
 
 

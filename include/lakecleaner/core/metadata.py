@@ -19,6 +19,7 @@ from pyiceberg import types as T
 from pyiceberg.avro.file import META_SCHEMA, AvroFile, AvroFileHeader
 from pyiceberg.avro.resolver import construct_reader, resolve_reader
 from pyiceberg.conversions import from_bytes
+from pyiceberg.exceptions import NoSuchTableError as PyicebergNoSuchTable
 from pyiceberg.manifest import (
     DEFAULT_READ_VERSION, MANIFEST_ENTRY_SCHEMAS, MANIFEST_LIST_FILE_SCHEMAS, DataFile as IcebergDataFile, DataFileContent,
     FileFormat, ManifestContent, ManifestEntry, ManifestEntryStatus, ManifestFile, PartitionFieldSummary)
@@ -28,6 +29,7 @@ from lakecleaner.core.config import INTEGRAL_TYPES, LakecleanerConfig, raw_setti
 from lakecleaner.core.datafiles import Bounds, DataFile
 from lakecleaner.core.deletefiles import DeleteFile, DeleteKind
 from lakecleaner.core.evaluate import RefSnapshot, TableMetadata
+from lakecleaner.core.table import NoSuchTableError
 
 log = logging.getLogger(__name__)
 
@@ -97,14 +99,21 @@ class MetadataReader:
         return sorted(ns[-1] for ns in self.catalog().list_namespaces())
 
     def load(self, table: str):
+        """The table through pyiceberg; NoSuchTableError when the catalog has no such table (a table
+        directory without its metadata is another matter: unreadable, as pyiceberg says)."""
         if self.cfg.catalog.type == "hadoop":
             from pyiceberg.table import StaticTable
 
             ns, name = table.split(".")
             tdir = Path(self.cfg.catalog.warehouse.removeprefix("file:")) / ns / name / "metadata"
+            if not tdir.parent.is_dir():
+                raise NoSuchTableError(table, f"no such table in catalog {self.cfg.catalog.name}")
             version = (tdir / "version-hint.text").read_text().strip()
             return StaticTable.from_metadata(str(tdir / f"v{version}.metadata.json"))
-        return self.catalog().load_table(table)
+        try:
+            return self.catalog().load_table(table)
+        except PyicebergNoSuchTable:
+            raise NoSuchTableError(table, f"no such table in catalog {self.cfg.catalog.name}") from None
 
     def read(self, table: str) -> TableMetadata:
         from lakecleaner.core.append_times import read_append_times

@@ -17,7 +17,7 @@ from lakecleaner.core.records import (LEFT_FOR_NEXT_RUN, NOTEWORTHY, Application
                                       EvaluationStatus, NotRun, RecordedOutcome, RunFigures, RunVerdict, Step,
                                       TableStatus, TableVerdict)
 from lakecleaner.core.state import NAME_MAX, StateStore, TableState, shortened, write_document
-from lakecleaner.core.table import TableRef
+from lakecleaner.core.table import NoSuchTableError, TableRef
 
 log = logging.getLogger("lakecleaner")
 
@@ -48,6 +48,9 @@ def evaluate_all(cfg: LakecleanerConfig, tables: Iterable[str] | None = None, no
             continue
         try:
             meta = reader.read(name)
+        except NoSuchTableError as exc:
+            out.append(Evaluation(name, EvaluationStatus.UNREADABLE, str(exc)))
+            continue
         except Exception as exc:  # noqa: BLE001 - one unreadable table must not stop the others
             out.append(Evaluation(name, EvaluationStatus.UNREADABLE,
                                   f"table {name}: cannot read metadata: {type(exc).__name__}: {exc}"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lakecleaner.core.table import TableRef, first_line
+from lakecleaner.core.table import NoSuchTableError, TableRef, first_line
 from lakecleaner.core.config import ConfigError, LakecleanerConfig, is_compacted, resolve_table
 from lakecleaner.core.strategies import Strategy
 
@@ -43,7 +43,8 @@ def latest_view(cfg: LakecleanerConfig, table: str, name: str | None = None) -> 
     try:
         tbl = MetadataReader(cfg).load(ref.short)
     except Exception as exc:  # noqa: BLE001 - any failure to load is reported with the table's name
-        raise ViewError(f"table {ref.short}: cannot load table: {first_line(exc)}") from exc
+        detail = exc.problem if isinstance(exc, NoSuchTableError) else first_line(exc)
+        raise ViewError(f"table {ref.short}: cannot load table: {detail}") from exc
     props = dict(tbl.properties)
     if not is_compacted(props):
         raise ConfigError(ref.short, "cleanup.policy", props.get("cleanup.policy"), "not a compacted table (needs compact)")
