@@ -116,36 +116,12 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_clear_uncleanable(args) -> int:
-    from lakecleaner.core.state import StateError, StateStore
+    from lakecleaner.core.scheduler import clear_marks
 
-    cfg = load_config(args.config)
-    failed = 0
-    store = StateStore(cfg)
-    for table in args.tables:
-        try:
-            if _nothing_counted(store, table):  # a typo or a table that never failed: said, not "cleared"
-                print(f"lakecleaner: table {table}: no failed run is counted and it is not marked uncleanable: "
-                      "nothing to clear (is the name right?)", file=sys.stderr)
-                failed += 1
-                continue
-            store.clear(table)
-        except (ValueError, StateError, OSError) as exc:  # a bad name, or state it cannot write: named, the rest go on
-            print(f"lakecleaner: {exc}" if str(exc).startswith("table ") else
-                  f"lakecleaner: table {table}: cannot clear: {type(exc).__name__}: {exc}", file=sys.stderr)
-            failed += 1
-            continue
-        print(f"lakecleaner: {table} is no longer marked uncleanable; the next evaluation includes it")
-    return 1 if failed else 0
-
-
-def _nothing_counted(store, table: str) -> bool:
-    from lakecleaner.core.state import StateError
-
-    try:
-        state = store.get(table)
-    except StateError:  # unreadable: clear repairs it
-        return False
-    return not state.uncleanable and not state.consecutive_failures
+    cleared = clear_marks(load_config(args.config), args.tables)
+    for c in cleared:
+        print(f"lakecleaner: {c.message}", file=sys.stdout if c.ok else sys.stderr)
+    return 0 if all(c.ok for c in cleared) else 1
 
 
 class RefusedKey(argparse.Action):

@@ -7,8 +7,8 @@ import pytest
 
 from lakecleaner.core.config import LakecleanerConfig
 from lakecleaner.spark.engine import compact_table
-from lakecleaner.core.scheduler import evaluate_all, record_outcome
-from lakecleaner.core.state import StateStore
+from lakecleaner.core.scheduler import evaluate_all, plan_run, record_outcome, summarize
+from lakecleaner.core.state import StateStore, document_name, read_document
 from lakecleaner_dev.tables import append, create_compacted_table
 
 pytestmark = pytest.mark.spark
@@ -103,6 +103,32 @@ def test_a_bad_name_or_a_non_integral_offset_column_is_named_and_no_value_shown(
     bad = rows[f"{ns}.stringly"]
     assert bad.status == "invalid config" and "compaction.offset.column='value'" in bad.reason, bad
     assert "secret" not in bad.reason
+
+
+def test_a_runs_params_name_tables_as_commands_do_and_an_unknown_one_fails_the_run(spark, lake_config):
+    """The DAG's tables and clear_uncleanable params: a catalog-qualified name is the table; a typo,
+    another namespace's table or a name with nothing to clear fails the run naming it (a typo used to
+    clean nothing, a "cleared" typo wrote a stray document, and the run passed)."""
+    ns, other = (f"{p}{int(time.time() * 1000) % 10**8}" for p in ("rp", "ro"))
+    for name in (f"{ns}.orders", f"{ns}.stuck", f"{other}.elsewhere"):
+        append(spark, create_compacted_table(spark, lake_config, name), _rows(0, 8))
+    cfg = LakecleanerConfig(catalog=lake_config.catalog,
+                            cleaner=type(lake_config.cleaner)(namespaces=(ns,), uncleanable_after_failures=1))
+    now = int(time.time() * 1000) + 1
+    record_outcome(cfg, f"{ns}.stuck", ok=False, error="boom", now_ms=now)
+    run = plan_run(cfg, now, tables=[f"lake.{ns}.orders", f"{ns}.ordrs", f"{other}.elsewhere"],
+                   clear_uncleanable=[f"lake.{ns}.stuck", f"{ns}.stuk"])
+    assert [j.table for j in run.jobs] == [f"{ns}.orders"]
+    missing = {e.table: e.reason for e in run.evaluations if e.status == "not found"}
+    assert set(missing) == {f"{ns}.ordrs", f"{other}.elsewhere", f"{ns}.stuk"}, missing
+    assert missing[f"{ns}.ordrs"] == f"table {ns}.ordrs: no such table in catalog lake (asked for in tables)"
+    assert "not among the tables this DAG cleans (cleaner.namespaces " + ns in missing[f"{other}.elsewhere"]
+    assert missing[f"{ns}.stuk"].endswith("(asked for in clear_uncleanable)")
+    assert {e.table: e.status for e in run.evaluations}[f"{ns}.stuck"] != "uncleanable"  # cleared
+    assert read_document(cfg, f"state/{document_name(f'{ns}.stuk', '.clear')}") is None  # no stray clear
+    verdict = summarize(list(run.evaluations), run.planned(), {}, {}, [])
+    assert set(verdict.failed) >= set(missing) and verdict.failure()
+    assert plan_run(cfg, now, tables=[f"{ns}.ordrs"]).jobs == ()  # not every table: none
 
 
 @pytest.mark.parametrize("format_version", [2, 3])

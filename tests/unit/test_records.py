@@ -88,7 +88,7 @@ def test_the_plan_through_xcom_keeps_its_keys_and_ignores_what_an_edit_added():
 
 def test_statuses_are_the_strings_documents_hold():
     assert [s.value for s in EvaluationStatus] == ["eligible", "not eligible", "invalid config", "invalid checkpoint",
-                                                   "unreadable", "uncleanable"]
+                                                   "unreadable", "uncleanable", "not found"]
     assert [s.value for s in TableStatus] == ["ok", "failed", "deferred", "yielded", "skipped", "not run"]
     assert json.dumps({"status": TableStatus.NOT_RUN, "q": QualityStatus.of(False)}) == \
         '{"status": "not run", "q": "failed"}'
@@ -119,15 +119,18 @@ def test_plan_run_clears_the_marks_asked_evaluates_records_and_packs(cfg, monkey
     StateStore(cfg).record_failure("a.fixed", "boom", now_ms=1)
     seen = []
 
-    def evaluate_all(c, tables, now_ms):
+    def evaluate_all(c, tables, now_ms):  # as the real one: every table, or a row for each name asked
+        if tables:
+            return [Evaluation(t, "invalid config", f"table {t}: invalid") for t in tables]
         seen.append(StateStore(c).uncleanable_reason("a.fixed"))
         return [Evaluation("a.one", "eligible", "dirty", dirty_ratio=0.9, must_clean_ratio=0.1),
                 Evaluation("a.two", "eligible", "dirty", dirty_ratio=0.5),
-                Evaluation("a.idle", "not eligible", "clean")]
+                Evaluation("a.idle", "not eligible", "clean"), Evaluation("a.fixed", "not eligible", "clean")]
 
     monkeypatch.setattr(scheduler, "evaluate_all", evaluate_all)
     run = scheduler.plan_run(cfg, 1_000, clear_uncleanable=["a.fixed", "../bad"])
     assert seen == [None] and [j.table for j in run.jobs] == ["a.one", "a.two"]
+    assert [(e.table, e.status) for e in run.evaluations if e.status == "not found"] == [("../bad", "not found")]
     assert [a.to_dict() for a in run.planned()] == [
         {"index": 0, "tables": ["a.one", "a.two"], "priorities": [1, 2], "work_bytes": run.applications[0].work_bytes,
          "now_ms": 1_000}]

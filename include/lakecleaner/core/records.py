@@ -28,15 +28,18 @@ class EvaluationStatus(StrEnum):
     INVALID_CHECKPOINT = "invalid checkpoint"
     UNREADABLE = "unreadable"
     UNCLEANABLE = "uncleanable"
+    NOT_FOUND = "not found"  # named in a run's params (tables, clear_uncleanable), not a table the run cleans
 
 
 # Not cleaned for a reason an operator must see (the run's verdict lists them).
 NOTEWORTHY = (EvaluationStatus.INVALID_CONFIG, EvaluationStatus.INVALID_CHECKPOINT, EvaluationStatus.UNREADABLE,
-              EvaluationStatus.UNCLEANABLE)
+              EvaluationStatus.UNCLEANABLE, EvaluationStatus.NOT_FOUND)
+# An operator's mistake or a table nothing can clean: the run fails, naming the table.
+FAILS_THE_RUN = (EvaluationStatus.INVALID_CHECKPOINT, EvaluationStatus.NOT_FOUND)
 # Nothing cleans them until an operator looks (Kafka's uncleanable-partitions-count).
 UNCLEANABLE = (EvaluationStatus.UNCLEANABLE, EvaluationStatus.INVALID_CHECKPOINT)
 # No figures at all: the evaluation says why.
-WITHOUT_FIGURES = (EvaluationStatus.UNREADABLE, EvaluationStatus.INVALID_CONFIG)
+WITHOUT_FIGURES = (EvaluationStatus.UNREADABLE, EvaluationStatus.INVALID_CONFIG, EvaluationStatus.NOT_FOUND)
 
 
 class TableStatus(StrEnum):

@@ -13,10 +13,10 @@ from typing import Iterable, Mapping
 from lakecleaner.core.config import DEFAULT_INTERVAL_MS, ConfigError, LakecleanerConfig, is_compacted
 from lakecleaner.core.evaluate import Evaluation, cleaning_order, evaluate_table
 from lakecleaner.core.metadata import ManifestStatsCache, MetadataReader
-from lakecleaner.core.records import (LEFT_FOR_NEXT_RUN, NOTEWORTHY, ApplicationPlan, ApplicationReport,
+from lakecleaner.core.records import (FAILS_THE_RUN, LEFT_FOR_NEXT_RUN, NOTEWORTHY, ApplicationPlan, ApplicationReport,
                                       EvaluationStatus, NotRun, RecordedOutcome, RunFigures, RunVerdict, Step,
                                       TableStatus, TableVerdict)
-from lakecleaner.core.state import NAME_MAX, StateStore, TableState, shortened, write_document
+from lakecleaner.core.state import NAME_MAX, StateError, StateStore, TableState, shortened, write_document
 from lakecleaner.core.table import NoSuchTableError, TableRef
 
 log = logging.getLogger("lakecleaner")
@@ -207,11 +207,12 @@ def pack(jobs: list[Job], threads: int) -> list[Application]:
     return [Application(i, tuple(m)) for i, m in enumerate(members)]
 
 
-def plan(evaluations: list[Evaluation], only: Iterable[str] = (), force: bool = False) -> list[Job]:
-    """The tables to clean this interval, filthiest first. ``force`` cleans the requested (or all
-    readable, validly configured, not uncleanable) tables whether or not they are eligible."""
-    only = set(only or [])
-    pool = [e for e in evaluations if not only or e.table in only]
+def plan(evaluations: list[Evaluation], only: Iterable[str] | None = None, force: bool = False) -> list[Job]:
+    """The tables to clean this interval, filthiest first: of ``only`` (None: of every table; an
+    empty list: none). ``force`` cleans the requested (or all readable, validly configured, not
+    uncleanable) tables whether or not they are eligible."""
+    only = None if only is None else set(only)
+    pool = [e for e in evaluations if only is None or e.table in only]
     chosen = cleaning_order(pool)
     if force:
         extra = [e for e in pool if e.status == EvaluationStatus.NOT_ELIGIBLE]
@@ -364,9 +365,10 @@ def summarize(evaluations: list[Evaluation], applications: list[ApplicationPlan]
                      for app in applications for row in table_outcomes(app, reports.get(app.index), states.get(app.task))),
                     key=lambda r: r.priority)
     # A corrupt checkpoint is a failure of that table (nothing can clean it until an operator
-    # looks), not a config choice: it fails the run as a failed chain does.
+    # looks), not a config choice, and a name in the run's params that is no table it cleans an
+    # operator's mistake: each fails the run as a failed chain does.
     failed = [r.table for r in tables if r.status == TableStatus.FAILED] + [
-        e.table for e in evaluations if e.status == EvaluationStatus.INVALID_CHECKPOINT]
+        e.table for e in evaluations if e.status in FAILS_THE_RUN]
     verdict = RunVerdict(
         tables=tuple(tables), failed=tuple(failed),
         not_run=tuple(NotRun(table=e.table, status=e.status, reason=e.reason) for e in evaluations
@@ -416,27 +418,89 @@ def plan_run(cfg: LakecleanerConfig, now_ms: int, *, tables: Iterable[str] = (),
     table, record the evaluation for the UI, and plan and pack the tables to clean."""
     from lakecleaner.core.evaluate import format_table
 
-    for table in clear_uncleanable:
-        try:
-            StateStore(cfg).clear(table)
-        except ValueError as exc:  # a bad name in the param: said, and the run goes on
-            log.error("lakecleaner: clear_uncleanable: %s", exc)
-            continue
-        log.info("lakecleaner: %s is no longer marked uncleanable", table)
-    evaluations = evaluate_all(cfg, None, now_ms)
+    tables, clear_uncleanable = list(tables), list(clear_uncleanable)
+    for cleared in clear_marks(cfg, clear_uncleanable):
+        (log.info if cleared.ok else log.error)("lakecleaner: clear_uncleanable: %s", cleared.message)
+    found = evaluate_all(cfg, None, now_ms)
+    not_found = _not_found(cfg, {"tables": tables, "clear_uncleanable": clear_uncleanable}, found, now_ms)
+    evaluations = found + not_found
     log.info("lakecleaner: evaluation at now_ms=%d\n%s", now_ms, format_table(evaluations))
-    unknown = set(tables) - {e.table for e in evaluations}
-    if unknown:
-        log.warning("lakecleaner: requested tables not found among compacted tables: %s", ", ".join(sorted(unknown)))
-    jobs = plan(evaluations, tables, force)
+    jobs = plan(evaluations, [_short(cfg, t) for t in tables] if tables else None, force)
     apps = pack(jobs, cfg.cleaner.threads)
     log.info("lakecleaner: %d table(s) to clean in %d application(s), in this order: %s", len(jobs), len(apps),
              ", ".join(j.table for j in jobs))
     try:  # what the Lake Cleaner page presents (it never re-evaluates on a request)
-        record_evaluation(cfg, evaluations, now_ms)
+        record_evaluation(cfg, found, now_ms)
     except Exception as exc:  # noqa: BLE001 - the page then says how old its evaluation is; cleaning goes on
         log.warning("lakecleaner: cannot record the evaluation for the UI: %s", exc)
     return RunPlan(now_ms, tuple(evaluations), tuple(jobs), tuple(apps))
+
+
+def _short(cfg: LakecleanerConfig, name: str) -> str:
+    """A name as the evaluations have it (namespace.table), however it was given; itself if invalid."""
+    try:
+        return TableRef.parse(name, cfg.catalog.name).short
+    except ConfigError:
+        return name
+
+
+def _not_found(cfg: LakecleanerConfig, params: Mapping[str, list[str]], found: list[Evaluation],
+               now_ms: int) -> list[Evaluation]:
+    """A row for each name in the run's params that is no table the run evaluated, saying why (an
+    invalid name, no such table, not compacted, or outside cleaner.namespaces): it fails the run,
+    where a mistyped name used to clean nothing and pass."""
+    known = {e.table for e in found}
+    asked: dict[str, str] = {}
+    for param, names in params.items():
+        for name in names:
+            if _short(cfg, name) not in known:
+                asked.setdefault(_short(cfg, name), param)
+    if not asked:
+        return []
+    out = []
+    for e in evaluate_all(cfg, list(asked), now_ms):  # why each is unknown
+        why = e.reason if e.status in NOTEWORTHY else (
+            f"table {e.table}: not among the tables this DAG cleans (cleaner.namespaces "
+            f"{', '.join(cfg.cleaner.namespaces) or 'all'}; never a quarantine or the cleaner's own tables)")
+        out.append(Evaluation(e.table, EvaluationStatus.NOT_FOUND, f"{why} (asked for in {asked.get(e.table, 'tables')})"))
+    return out
+
+
+@dataclass(frozen=True)
+class ClearedMark:
+    """What clear_marks did for one name."""
+    table: str
+    ok: bool
+    message: str
+
+
+def clear_marks(cfg: LakecleanerConfig, tables: Iterable[str]) -> list[ClearedMark]:
+    """An operator's word that tables are fixed (the CLI's clear-uncleanable, a run's clear_uncleanable
+    param): each table's failures counted so far forgiven. A name is parsed as every command parses
+    it; one with nothing counted (a typo, a healthy table) is said to have nothing to clear."""
+    store, out = StateStore(cfg), []
+    for name in tables:
+        try:
+            table = TableRef.parse(name, cfg.catalog.name).short
+            if _nothing_counted(store, table):
+                out.append(ClearedMark(name, False, f"table {table}: no failed run is counted and it is not marked "
+                                                    "uncleanable: nothing to clear (is the name right?)"))
+                continue
+            store.clear(table)
+        except (ValueError, StateError, OSError) as exc:  # a bad name, or state it cannot write: named, the rest go on
+            out.append(ClearedMark(name, False, str(exc) if str(exc).startswith("table ") else
+                                   f"table {name}: cannot clear: {type(exc).__name__}: {exc}"))
+            continue
+        out.append(ClearedMark(name, True, f"{table} is no longer marked uncleanable; the next evaluation includes it"))
+    return out
+
+
+def _nothing_counted(store: StateStore, table: str) -> bool:
+    try:
+        state = store.get(table)
+    except StateError:  # unreadable: clear repairs it
+        return False
+    return not state.uncleanable and not state.consecutive_failures
 
 
 def finish_run(cfg: LakecleanerConfig, run_id: str, evaluations: list[Evaluation], applications: list[ApplicationPlan],
