@@ -9,8 +9,11 @@ suites import these definitions instead of restating them.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
+
+from lakecleaner.core.config import LONG_MAX
 
 # A partition id; None for tables without a partition column (the whole table is one log): the one
 # way code says "no partition". Two encodings of it are persisted and stay as they are:
@@ -315,10 +318,14 @@ def _shown(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _int(value, where: str, minimum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or (minimum is not None and value < minimum):
-        bound = "" if minimum is None else f" >= {minimum}"
-        raise CheckpointError(f"{where}: expected an integer{bound}, got {_shown(value)}")
+LONG_MIN = -LONG_MAX - 1
+
+
+def _int(value, where: str, minimum: int = LONG_MIN) -> int:
+    """An Iceberg long (offsets, partitions, times): JSON's integers have no bound, and one past a
+    long failed deep inside Spark (a literal, a decimal) or made a partition clean for ever."""
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= LONG_MAX:
+        raise CheckpointError(f"{where}: expected an integer from {minimum} to {LONG_MAX}, got {_shown(value)}")
     return value
 
 
@@ -330,10 +337,9 @@ def _offsets_from_json(value, where: str) -> dict[Partition, int]:
         if p == NO_PARTITION:
             partition = None
         else:
-            try:
-                partition = int(p)
-            except ValueError:
-                raise CheckpointError(f"{where}: partition {p!r} is not an integer or {NO_PARTITION!r}") from None
+            if not re.fullmatch(r"-?[0-9]+", p):  # as to_json writes it: int() also takes "1_0" and other digits
+                raise CheckpointError(f"{where}: partition {p[:40]!r} is not an integer or {NO_PARTITION!r}")
+            partition = _int(int(p), f"{where}: partition")
         out[partition] = _int(offset, f"{where}[{p}]")
     return out
 
