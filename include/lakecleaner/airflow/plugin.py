@@ -47,6 +47,7 @@ from __future__ import annotations
 import logging
 import math
 import mimetypes
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -552,15 +553,19 @@ def _evaluate_xcom(dag_id: str, run_id: str, key: str):
         return XComModel.deserialize_value(row) if row is not None else None
 
 
+MAP_INDEX_MAX = 2**31 - 1  # Airflow's task_instance.map_index: an INTEGER column
+
+
 def rendered_map_index(dag_id: str, run_id: str, task_id: str, map_index: str) -> str | None:
     """The task instance's rendered map index (its table, for lakecleaner's mapped jobs); None if the
     view was opened on an unmapped task instance. 404 if there is no such task instance."""
-    try:
-        index = int(map_index)
-    except ValueError:  # the UI leaves {MAP_INDEX} as is on unmapped task instances
+    if not re.fullmatch(r"-?[0-9]+", map_index):  # the UI leaves {MAP_INDEX} as is on unmapped task instances
         return None
+    index = int(map_index)
     if index < 0:
         return None
+    if index > MAP_INDEX_MAX:  # the database would refuse the query (a 500)
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no task instance {dag_id}/{run_id}/{task_id}[{map_index[:20]}]")
     from sqlalchemy import select
 
     from airflow.models.taskinstance import TaskInstance
