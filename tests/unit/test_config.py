@@ -271,6 +271,20 @@ def test_composite_key_columns_resolve():
     assert cfg.key_columns == ("tenant", "id")
 
 
+@pytest.mark.parametrize("key_type", ["map<string,string>", "MAP<STRING, STRING>", "array<map<string,int>>",
+                                      "struct<a:int,m:map<string,string>>", "struct<a: int, m: map<string, int>>"])
+def test_a_key_column_holding_a_map_is_refused(key_type):
+    """Spark cannot group by a map: every run failed on GROUP_EXPRESSION_TYPE_IS_NOT_ORDERABLE."""
+    err = resolve_error({"compaction.key.columns": "m"}, {**MINIMAL_COLUMNS, "m": key_type})
+    check_error(err, TABLE, "compaction.key.columns", "m", "column 'm' is a ")
+    assert "has no order Spark can group records by" in str(err)
+
+
+@pytest.mark.parametrize("key_type", ["binary", "array<string>", "struct<a:int,b:string>", "struct<map:int>"])
+def test_a_key_column_of_a_type_spark_groups_by_resolves(key_type):
+    assert resolve_table(TABLE, {"compaction.key.columns": "m"}, {**MINIMAL_COLUMNS, "m": key_type}).key_columns == ("m",)
+
+
 def test_missing_offset_column_by_default():
     err = resolve_error(columns=cols(offset=None))
     check_error(err, TABLE, "compaction.offset.column", "offset", "no such column")

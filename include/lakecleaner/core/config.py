@@ -322,6 +322,12 @@ def _check_lags(table: str | None, values: Mapping[str, Any]) -> None:
                           f"must be >= min.compaction.lag.ms ({values['min.compaction.lag.ms']})")
 
 
+def _holds_a_map(spark_type: str) -> bool:
+    """A Spark simpleString (or pyiceberg's spelling) that is or holds a map: map<...> as the whole
+    type, an element's or a struct field's."""
+    return re.search(r"(^|[<,:]\s*)map<", spark_type) is not None
+
+
 def resolve_table(
     table: str,
     properties: Mapping[str, str],
@@ -352,6 +358,11 @@ def resolve_table(
                               f"no such column {key!r}")
     keys = tuple(schema.safe("compaction.key.columns", schema.spelling[k.lower()])
                  for k in values["compaction.key.columns"])
+    for key in keys:
+        if _holds_a_map(schema.types[key.lower()]):  # Spark cannot group records by it: every run failed
+            raise ConfigError(table, "compaction.key.columns", ",".join(values["compaction.key.columns"]),
+                              f"column {key!r} is a {schema.types[key.lower()]}: a map (or a type holding one) "
+                              "has no order Spark can group records by; key on its fields instead")
     offset = schema.column("compaction.offset.column", True, INTEGRAL_TYPES)
     partition = schema.column("compaction.partition.column", False, INTEGRAL_TYPES)
     tombstone = schema.column("compaction.tombstone.column", False, ("boolean",))
