@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
                                         "only; exit 1 if a table is invalid, unreadable or uncleanable")
     p.add_argument("tables", nargs="*", help="namespace.table (default: every compacted table)")
     p.add_argument("--namespace", action="append", help="only tables of this namespace (repeatable)")
-    p.add_argument("--now-ms", type=now_ms_arg)
+    p.add_argument("--now-ms", type=int, help="evaluate as of this now (a future one too: what a coming run plans)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_evaluate)
     p = sub.add_parser("clear-uncleanable", help="an operator's word that a table marked uncleanable is fixed")

@@ -26,7 +26,7 @@ def no_application(monkeypatch):
 
 
 @pytest.mark.parametrize("argv", [["compact", "a.t"], ["compact", "a.t", "--dry-run"], ["validate", "a.t"],
-                                  ["evaluate"], ["forget", "a.t", "--keys", "-"]])
+                                  ["forget", "a.t", "--keys", "-"]])
 def test_a_future_now_is_refused_before_any_application(argv, no_application, capsys):
     future = int(time.time() * 1000) + HOUR
     with pytest.raises(SystemExit) as exit_:
@@ -44,3 +44,11 @@ def test_a_past_now_and_bad_values():
         cli.now_ms_arg("tomorrow")
     with pytest.raises(Exception, match="beyond the calendar"):
         cli.now_ms_arg(str(10**20))
+
+
+def test_evaluate_takes_a_future_now(tmp_path, capsys):
+    """evaluate reads metadata and records nothing: what the next tick will plan is a fair question."""
+    config = tmp_path / "lake.yaml"
+    config.write_text(f"catalog:\n  type: hadoop\n  warehouse: {tmp_path / 'wh'}\n")
+    future = int(time.time() * 1000) + HOUR
+    assert cli.main(["--config", str(config), "evaluate", "--json", "--now-ms", str(future)]) == 0
