@@ -110,8 +110,9 @@ def test_a_runs_params_name_tables_as_commands_do_and_an_unknown_one_fails_the_r
     another namespace's table or a name with nothing to clear fails the run naming it (a typo used to
     clean nothing, a "cleared" typo wrote a stray document, and the run passed)."""
     ns, other = (f"{p}{int(time.time() * 1000) % 10**8}" for p in ("rp", "ro"))
-    for name in (f"{ns}.orders", f"{ns}.stuck", f"{other}.elsewhere"):
-        append(spark, create_compacted_table(spark, lake_config, name), _rows(0, 8))
+    for name in (f"{ns}.orders", f"{ns}.stuck", f"{other}.elsewhere"):  # elsewhere also misconfigured
+        props = {"compaction.strategy": "bogus"} if name.startswith(other) else {}
+        append(spark, create_compacted_table(spark, lake_config, name, props), _rows(0, 8))
     cfg = LakecleanerConfig(catalog=lake_config.catalog,
                             cleaner=type(lake_config.cleaner)(namespaces=(ns,), uncleanable_after_failures=1))
     now = int(time.time() * 1000) + 1

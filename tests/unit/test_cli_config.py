@@ -135,8 +135,18 @@ def test_clear_uncleanable_says_when_there_is_nothing_to_clear(tmp_path, capsys)
     for at in (1, 2, 3):
         store.record_failure("sales.orders", "boom", now_ms=at)
     assert store.get("sales.orders").uncleanable
-    assert main(["--config", str(config), "clear-uncleanable", "sales.ordres", "sales.orders"]) == 1
+    assert main(["--config", str(config), "clear-uncleanable", "sales.ordres", "sales.orders", "lake.sales.orders"]) == 1
     out, err = capsys.readouterr()
     assert "table sales.ordres: no failed run is counted and it is not marked uncleanable: nothing to clear" in err
     assert "sales.orders is no longer marked uncleanable" in out and "ordres" not in out
     assert not store.get("sales.orders").uncleanable
+
+
+def test_clear_uncleanable_of_one_table_named_twice_clears_it_once(tmp_path, capsys):
+    from lakecleaner.core.config import load_config
+    from lakecleaner.core.state import StateStore
+
+    config = _hadoop_lake(tmp_path)
+    StateStore(load_config(str(config))).record_failure("sales.orders", "boom", now_ms=1)
+    assert main(["--config", str(config), "clear-uncleanable", "sales.orders", "lake.sales.orders"]) == 0
+    assert capsys.readouterr().out.count("no longer marked uncleanable") == 1

@@ -131,6 +131,8 @@ def test_plan_run_clears_the_marks_asked_evaluates_records_and_packs(cfg, monkey
     run = scheduler.plan_run(cfg, 1_000, clear_uncleanable=["a.fixed", "../bad"])
     assert seen == [None] and [j.table for j in run.jobs] == ["a.one", "a.two"]
     assert [(e.table, e.status) for e in run.evaluations if e.status == "not found"] == [("../bad", "not found")]
+    assert "../bad" not in scheduler.listed_tables(run.evaluations)  # housekeeping never takes it for a table
+    assert scheduler.listed_tables(run.evaluations) == ["a.one", "a.two", "a.idle", "a.fixed"]
     assert [a.to_dict() for a in run.planned()] == [
         {"index": 0, "tables": ["a.one", "a.two"], "priorities": [1, 2], "work_bytes": run.applications[0].work_bytes,
          "now_ms": 1_000}]

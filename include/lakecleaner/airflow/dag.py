@@ -337,7 +337,8 @@ def _after_the_run(cfg: LakecleanerConfig, evaluations: list[Evaluation], verdic
                    context) -> list[str]:
     """Metrics, alerts and housekeeping after a run; the alerts that could not be sent."""
     ti = context["ti"]
-    table_states = scheduler.table_states(cfg, [e.table for e in evaluations])
+    listed = scheduler.listed_tables(evaluations)
+    table_states = scheduler.table_states(cfg, listed)
     figures = metrics.run_metrics(verdict, {t: s.last_success_ms for t, s in table_states.items()}, now_ms)
     ti.xcom_push(key="metrics", value=metrics.overall(figures))
     try:
@@ -354,7 +355,7 @@ def _after_the_run(cfg: LakecleanerConfig, evaluations: list[Evaluation], verdic
         notifiers, notify_errors = (), [str(exc)]
     notify_errors += notify.send(notifiers, alerts, context)
     try:  # the cleaner's own files, bounded like any table's
-        log.info("lakecleaner: removed old documents: %s", prune_documents(cfg, now_ms, [e.table for e in evaluations]))
+        log.info("lakecleaner: removed old documents: %s", prune_documents(cfg, now_ms, listed))
     except Exception as exc:  # noqa: BLE001 - housekeeping never decides the run
         log.warning("lakecleaner: cannot prune old documents: %s", exc)
     return notify_errors

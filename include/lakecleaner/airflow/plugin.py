@@ -561,11 +561,11 @@ def rendered_map_index(dag_id: str, run_id: str, task_id: str, map_index: str) -
     view was opened on an unmapped task instance. 404 if there is no such task instance."""
     if not re.fullmatch(r"-?[0-9]+", map_index):  # the UI leaves {MAP_INDEX} as is on unmapped task instances
         return None
-    index = int(map_index)
-    if index < 0:
+    if map_index.startswith("-"):
         return None
-    if index > MAP_INDEX_MAX:  # the database would refuse the query (a 500)
+    if len(map_index) > len(str(MAP_INDEX_MAX)) or int(map_index) > MAP_INDEX_MAX:  # the database would fail the query
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no task instance {dag_id}/{run_id}/{task_id}[{map_index[:20]}]")
+    index = int(map_index)
     from sqlalchemy import select
 
     from airflow.models.taskinstance import TaskInstance

@@ -337,7 +337,7 @@ def _offsets_from_json(value, where: str) -> dict[Partition, int]:
         if p == NO_PARTITION:
             partition = None
         else:
-            if not re.fullmatch(r"-?[0-9]+", p):  # as to_json writes it: int() also takes "1_0" and other digits
+            if not re.fullmatch(r"-?[0-9]{1,19}", p):  # as to_json writes a long: int() also takes "1_0", other digits
                 raise CheckpointError(f"{where}: partition {p[:40]!r} is not an integer or {NO_PARTITION!r}")
             partition = _int(int(p), f"{where}: partition")
         out[partition] = _int(offset, f"{where}[{p}]")

@@ -42,9 +42,8 @@ def evaluate_all(cfg: LakecleanerConfig, tables: Iterable[str] | None = None, no
     if missing:  # asked for by name: a typo would otherwise list nothing, as an empty namespace does
         raise ConfigError(None, "namespace", ", ".join(missing), f"not in catalog {cfg.catalog.name}")
     names = requested or reader.list_tables(namespaces)
-    quarantine = cfg.cleaner.quarantine_suffix
     for name in names:
-        if not requested and (name.endswith(quarantine) or name.split(".")[0] == cfg.cleaner.meta_namespace):
+        if not requested and _own_or_quarantine(cfg, name):
             continue
         try:
             meta = reader.read(name)
@@ -436,6 +435,20 @@ def plan_run(cfg: LakecleanerConfig, now_ms: int, *, tables: Iterable[str] = (),
     return RunPlan(now_ms, tuple(evaluations), tuple(jobs), tuple(apps))
 
 
+def listed_tables(evaluations: Iterable[Evaluation]) -> list[str]:
+    """The tables a run's evaluation listed (what housekeeping and the run's states read): not the
+    names a param gave that are no table (NOT_FOUND), or a typo would keep a dropped table's state."""
+    return [e.table for e in evaluations if e.status != EvaluationStatus.NOT_FOUND]
+
+
+def _parses(cfg: LakecleanerConfig, name: str) -> bool:
+    try:
+        TableRef.parse(name, cfg.catalog.name)
+    except ConfigError:
+        return False
+    return True
+
+
 def _short(cfg: LakecleanerConfig, name: str) -> str:
     """A name as the evaluations have it (namespace.table), however it was given; itself if invalid."""
     try:
@@ -457,13 +470,27 @@ def _not_found(cfg: LakecleanerConfig, params: Mapping[str, list[str]], found: l
                 asked.setdefault(_short(cfg, name), param)
     if not asked:
         return []
-    out = []
-    for e in evaluate_all(cfg, list(asked), now_ms):  # why each is unknown
-        why = e.reason if e.status in NOTEWORTHY else (
-            f"table {e.table}: not among the tables this DAG cleans (cleaner.namespaces "
-            f"{', '.join(cfg.cleaner.namespaces) or 'all'}; never a quarantine or the cleaner's own tables)")
-        out.append(Evaluation(e.table, EvaluationStatus.NOT_FOUND, f"{why} (asked for in {asked.get(e.table, 'tables')})"))
-    return out
+    outside = [n for n in asked if _parses(cfg, n) and not _listed(cfg, n)]  # found or not, never taken
+    why = {n: f"table {n}: not among the tables this DAG cleans (cleaner.namespaces "
+              f"{', '.join(cfg.cleaner.namespaces) or 'all'}; never a quarantine or the cleaner's own tables)"
+           for n in outside}
+    rest = [n for n in asked if n not in why]
+    for e in evaluate_all(cfg, rest, now_ms) if rest else []:  # invalid, no such table, not compacted
+        why[e.table] = e.reason if e.status in NOTEWORTHY else f"table {e.table}: not listed by the catalog"
+    return [Evaluation(name, EvaluationStatus.NOT_FOUND, f"{why.get(name, f'table {name}: not found')} "
+                                                         f"(asked for in {param})") for name, param in asked.items()]
+
+
+def _listed(cfg: LakecleanerConfig, table: str) -> bool:
+    """Whether a run's listing takes a table of this name (namespace.table): of cleaner.namespaces (all
+    if none), neither a quarantine nor one of the cleaner's own tables."""
+    namespace = table.split(".")[0]
+    return ((not cfg.cleaner.namespaces or namespace in cfg.cleaner.namespaces)
+            and not _own_or_quarantine(cfg, table))
+
+
+def _own_or_quarantine(cfg: LakecleanerConfig, table: str) -> bool:
+    return table.endswith(cfg.cleaner.quarantine_suffix) or table.split(".")[0] == cfg.cleaner.meta_namespace
 
 
 @dataclass(frozen=True)
@@ -478,15 +505,18 @@ def clear_marks(cfg: LakecleanerConfig, tables: Iterable[str]) -> list[ClearedMa
     """An operator's word that tables are fixed (the CLI's clear-uncleanable, a run's clear_uncleanable
     param): each table's failures counted so far forgiven. A name is parsed as every command parses
     it; one with nothing counted (a typo, a healthy table) is said to have nothing to clear."""
-    store, out = StateStore(cfg), []
+    store, out, cleared = StateStore(cfg), [], set()
     for name in tables:
         try:
             table = TableRef.parse(name, cfg.catalog.name).short
+            if table in cleared:  # named twice (lake.ns.t and ns.t): cleared once
+                continue
             if _nothing_counted(store, table):
                 out.append(ClearedMark(name, False, f"table {table}: no failed run is counted and it is not marked "
                                                     "uncleanable: nothing to clear (is the name right?)"))
                 continue
             store.clear(table)
+            cleared.add(table)
         except (ValueError, StateError, OSError) as exc:  # a bad name, or state it cannot write: named, the rest go on
             out.append(ClearedMark(name, False, str(exc) if str(exc).startswith("table ") else
                                    f"table {name}: cannot clear: {type(exc).__name__}: {exc}"))
