@@ -133,3 +133,10 @@ def test_death_reason_names_the_drivers_exception_before_the_jvms_shutdown_lines
     assert reason.endswith("line 39") and len(reason) < 2_100
     assert submit.death_reason(raised) == raised.strip()  # the exception already in the tail: once
     assert submit.death_reason(shutdown) == shutdown.strip()[-submit.DEATH_TAIL_CHARS:]  # no traceback: the tail
+    py4j = ("Traceback (most recent call last):\n  File \"clean.py\", line 9, in <module>\n"
+            "py4j.protocol.Py4JJavaError: An error occurred while calling o42.sql.\n"
+            ": org.apache.iceberg.exceptions.NoSuchTableException: Table does not exist: t.x\n"
+            "\tat org.apache.iceberg.BaseMetastoreCatalog.loadTable(BaseMetastoreCatalog.java:1)\n")
+    assert submit.death_reason(py4j + shutdown).startswith(
+        "py4j.protocol.Py4JJavaError: An error occurred while calling o42.sql. "
+        "org.apache.iceberg.exceptions.NoSuchTableException: Table does not exist: t.x\n")

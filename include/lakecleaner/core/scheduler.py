@@ -515,14 +515,24 @@ def clear_marks(cfg: LakecleanerConfig, tables: Iterable[str]) -> list[ClearedMa
                 out.append(ClearedMark(name, False, f"table {table}: no failed run is counted and it is not marked "
                                                     "uncleanable: nothing to clear (is the name right?)"))
                 continue
+            was_marked = _marked(store, table)
             store.clear(table)
             cleared.add(table)
         except (ValueError, StateError, OSError) as exc:  # a bad name, or state it cannot write: named, the rest go on
             out.append(ClearedMark(name, False, str(exc) if str(exc).startswith("table ") else
                                    f"table {name}: cannot clear: {type(exc).__name__}: {exc}"))
             continue
-        out.append(ClearedMark(name, True, f"{table} is no longer marked uncleanable; the next evaluation includes it"))
+        out.append(ClearedMark(name, True, f"{table} is no longer marked uncleanable; the next evaluation includes it"
+                               if was_marked else f"{table}: its failed runs counted so far are forgiven (it was "
+                                                  "not marked uncleanable yet)"))
     return out
+
+
+def _marked(store: StateStore, table: str) -> bool:
+    try:
+        return store.get(table).uncleanable
+    except StateError:  # unreadable: its mark is unknown, as evaluate says
+        return True
 
 
 def _nothing_counted(store: StateStore, table: str) -> bool:

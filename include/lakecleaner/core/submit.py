@@ -67,9 +67,13 @@ def death_reason(stderr: str) -> str:
     lines = stderr.splitlines()
     tail = "\n".join(lines[-30:])[-DEATH_TAIL_CHARS:]
     starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last):")]
-    exc = next((line for line in lines[starts[-1] + 1:] if line and not line[0].isspace()), None) if starts else None
-    if exc is None or exc in tail:
+    at = next((i for i in range(starts[-1] + 1, len(lines)) if lines[i] and not lines[i][0].isspace()),
+              None) if starts else None
+    if at is None or lines[at] in tail:
         return tail
+    exc = lines[at]
+    if exc.startswith("py4j.protocol.Py4JJavaError") and at + 1 < len(lines) and lines[at + 1].startswith(": "):
+        exc += " " + lines[at + 1][2:]  # the JVM's exception, on the line after py4j's "An error occurred..."
     return f"{exc[:500]}\n(stderr's last lines:)\n{tail}"
 
 
