@@ -465,9 +465,9 @@ def _not_found(cfg: LakecleanerConfig, params: Mapping[str, list[str]], found: l
     known = {e.table for e in found}
     asked: dict[str, str] = {}
     for param, names in params.items():
-        for name in names:
-            if _short(cfg, name) not in known:
-                asked.setdefault(_short(cfg, name), param)
+        for short in (_short(cfg, name) for name in names):
+            if short not in known:
+                asked.setdefault(short, param)
     if not asked:
         return []
     outside = [n for n in asked if _parses(cfg, n) and not _listed(cfg, n)]  # found or not, never taken
@@ -511,11 +511,15 @@ def clear_marks(cfg: LakecleanerConfig, tables: Iterable[str]) -> list[ClearedMa
             table = TableRef.parse(name, cfg.catalog.name).short
             if table in cleared:  # named twice (lake.ns.t and ns.t): cleared once
                 continue
-            if _nothing_counted(store, table):
+            try:
+                state = store.get(table)
+            except StateError:  # unreadable: clear repairs it; its mark is unknown, as evaluate says
+                state = None
+            if state is not None and not state.uncleanable and not state.consecutive_failures:
                 out.append(ClearedMark(name, False, f"table {table}: no failed run is counted and it is not marked "
                                                     "uncleanable: nothing to clear (is the name right?)"))
                 continue
-            was_marked = _marked(store, table)
+            was_marked = state is None or state.uncleanable
             store.clear(table)
             cleared.add(table)
         except (ValueError, StateError, OSError) as exc:  # a bad name, or state it cannot write: named, the rest go on
@@ -526,21 +530,6 @@ def clear_marks(cfg: LakecleanerConfig, tables: Iterable[str]) -> list[ClearedMa
                                if was_marked else f"{table}: its failed runs counted so far are forgiven (it was "
                                                   "not marked uncleanable yet)"))
     return out
-
-
-def _marked(store: StateStore, table: str) -> bool:
-    try:
-        return store.get(table).uncleanable
-    except StateError:  # unreadable: its mark is unknown, as evaluate says
-        return True
-
-
-def _nothing_counted(store: StateStore, table: str) -> bool:
-    try:
-        state = store.get(table)
-    except StateError:  # unreadable: clear repairs it
-        return False
-    return not state.uncleanable and not state.consecutive_failures
 
 
 def finish_run(cfg: LakecleanerConfig, run_id: str, evaluations: list[Evaluation], applications: list[ApplicationPlan],
