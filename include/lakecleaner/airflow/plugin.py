@@ -559,13 +559,11 @@ MAP_INDEX_MAX = 2**31 - 1  # Airflow's task_instance.map_index: an INTEGER colum
 def rendered_map_index(dag_id: str, run_id: str, task_id: str, map_index: str) -> str | None:
     """The task instance's rendered map index (its table, for lakecleaner's mapped jobs); None if the
     view was opened on an unmapped task instance. 404 if there is no such task instance."""
-    if not re.fullmatch(r"-?[0-9]+", map_index):  # the UI leaves {MAP_INDEX} as is on unmapped task instances
+    if not re.fullmatch(r"[0-9]+", map_index):  # -1, or {MAP_INDEX} as the UI leaves it: an unmapped task instance
         return None
-    if map_index.startswith("-"):
-        return None
-    if len(map_index) > len(str(MAP_INDEX_MAX)) or int(map_index) > MAP_INDEX_MAX:  # the database would fail the query
+    index = int(map_index) if len(map_index) <= len(str(MAP_INDEX_MAX)) else MAP_INDEX_MAX + 1
+    if index > MAP_INDEX_MAX:  # the database would fail the query (a 500)
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no task instance {dag_id}/{run_id}/{task_id}[{map_index[:20]}]")
-    index = int(map_index)
     from sqlalchemy import select
 
     from airflow.models.taskinstance import TaskInstance

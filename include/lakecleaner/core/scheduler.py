@@ -424,7 +424,7 @@ def plan_run(cfg: LakecleanerConfig, now_ms: int, *, tables: Iterable[str] = (),
     not_found = _not_found(cfg, {"tables": tables, "clear_uncleanable": clear_uncleanable}, found, now_ms)
     evaluations = found + not_found
     log.info("lakecleaner: evaluation at now_ms=%d\n%s", now_ms, format_table(evaluations))
-    jobs = plan(evaluations, [_short(cfg, t) for t in tables] if tables else None, force)
+    jobs = plan(evaluations, [_short(cfg, t) or t for t in tables] if tables else None, force)
     apps = pack(jobs, cfg.cleaner.threads)
     log.info("lakecleaner: %d table(s) to clean in %d application(s), in this order: %s", len(jobs), len(apps),
              ", ".join(j.table for j in jobs))
@@ -441,20 +441,12 @@ def listed_tables(evaluations: Iterable[Evaluation]) -> list[str]:
     return [e.table for e in evaluations if e.status != EvaluationStatus.NOT_FOUND]
 
 
-def _parses(cfg: LakecleanerConfig, name: str) -> bool:
-    try:
-        TableRef.parse(name, cfg.catalog.name)
-    except ConfigError:
-        return False
-    return True
-
-
-def _short(cfg: LakecleanerConfig, name: str) -> str:
-    """A name as the evaluations have it (namespace.table), however it was given; itself if invalid."""
+def _short(cfg: LakecleanerConfig, name: str) -> str | None:
+    """A name as the evaluations have it (namespace.table), however it was given; None if invalid."""
     try:
         return TableRef.parse(name, cfg.catalog.name).short
     except ConfigError:
-        return name
+        return None
 
 
 def _not_found(cfg: LakecleanerConfig, params: Mapping[str, list[str]], found: list[Evaluation],
@@ -465,12 +457,12 @@ def _not_found(cfg: LakecleanerConfig, params: Mapping[str, list[str]], found: l
     known = {e.table for e in found}
     asked: dict[str, str] = {}
     for param, names in params.items():
-        for short in (_short(cfg, name) for name in names):
+        for short in (_short(cfg, name) or name for name in names):
             if short not in known:
                 asked.setdefault(short, param)
     if not asked:
         return []
-    outside = [n for n in asked if _parses(cfg, n) and not _listed(cfg, n)]  # found or not, never taken
+    outside = [n for n in asked if _short(cfg, n) and not _listed(cfg, n)]  # found or not, never taken
     why = {n: f"table {n}: not among the tables this DAG cleans (cleaner.namespaces "
               f"{', '.join(cfg.cleaner.namespaces) or 'all'}; never a quarantine or the cleaner's own tables)"
            for n in outside}
