@@ -3,7 +3,10 @@ requests of the request table. The logic lives in lakecleaner.spark.erasure_requ
 (shipped with --py-files)."""
 import sys
 
-from lakecleaner.spark.erasure_requests import job_main
+from lakecleaner.spark.startup import prefer_installed_pyspark
+
+prefer_installed_pyspark()  # before anything imports pyspark: see lakecleaner.spark.startup
+from lakecleaner.spark.erasure_requests import job_main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(job_main())
