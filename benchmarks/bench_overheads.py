@@ -1,4 +1,4 @@
-"""Two fixed costs every run and every test pays, measured on purpose (issue 38):
+"""Three fixed costs every run and every test pays, measured on purpose (issue 38):
 
 - **rows to the JVM**: a few Python rows (a run-history row, a run's file times, a test's append) as a
   DataFrame, by PySpark's own ``createDataFrame`` from a list (its rows are re-pickled in Python
@@ -7,9 +7,14 @@
   warm session, the two ways taking turns;
 - **a spark-submit's JVM** with and without the tests' class-data-sharing archive
   (``lakecleaner_dev.jvm_archive``): the warm-up application (an Iceberg table, two appends, a
-  compaction) submitted alternately each way; machine busy time and wall time per submit.
+  compaction) submitted alternately each way; machine busy time and wall time per submit;
+- **a driver's imports** on the path spark-submit gives it (the package zip, Spark's pyspark.zip and
+  py4j zip first): what a clean application imports before its first table (the batch, the quality
+  suites, great_expectations), in a fresh Python each time, with and without
+  ``lakecleaner.spark.startup.prefer_installed_pyspark`` (the installed, byte-compiled pyspark
+  instead of the zip's source), taking turns; CPU of that Python.
 
-Usage: python benchmarks/bench_overheads.py [--calls 20] [--rounds 5] [--submits 3]
+Usage: python benchmarks/bench_overheads.py [--calls 20] [--rounds 5] [--submits 3] [--imports 5]
 """
 from __future__ import annotations
 
@@ -101,11 +106,43 @@ def submit_jvm(submits: int) -> dict[str, dict[str, float]]:
     return {way: {k: statistics.median(v) for k, v in f.items()} for way, f in figures.items()}
 
 
+DRIVER_IMPORTS = """
+import sys
+if sys.argv[1] == "preferred":
+    from lakecleaner.spark.startup import prefer_installed_pyspark
+    assert prefer_installed_pyspark()
+import lakecleaner.spark.batch, lakecleaner.spark.quality, great_expectations
+"""
+
+
+def driver_imports(runs: int) -> dict[str, float]:
+    """CPU s of a driver's imports, spark-submit's path, median of ``runs`` each way (alternating)."""
+    import importlib.util
+    import resource
+
+    from lakecleaner.core.submit import package_zip
+
+    spark_lib = Path(importlib.util.find_spec("pyspark").origin).parent / "python" / "lib"
+    figures: dict[str, list[float]] = {"zip": [], "preferred": []}
+    with tempfile.TemporaryDirectory() as workdir:
+        path = os.pathsep.join([package_zip(workdir), str(spark_lib / "pyspark.zip"),
+                                *map(str, spark_lib.glob("py4j-*.zip"))])
+        for _ in range(runs):
+            for way in figures:
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                subprocess.run([sys.executable, "-c", DRIVER_IMPORTS, way], check=True, cwd=workdir,
+                               env={**os.environ, "PYTHONPATH": path})
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                figures[way].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return {way: statistics.median(v) for way, v in figures.items()}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--calls", type=int, default=20)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--submits", type=int, default=3)
+    p.add_argument("--imports", type=int, default=5)
     a = p.parse_args()
     rows = rows_to_jvm(a.calls, a.rounds)
     print(f"rows to the JVM, CPU s per call (median of {a.rounds} rounds of {a.calls}): "
@@ -115,10 +152,13 @@ def main() -> None:
     print(f"a spark-submit (median of {a.submits}): " + "; ".join(
         f"{way} the archive {f['cpu_s']:.1f} CPU s, {f['wall_s']:.1f} s wall" for way, f in jvm.items())
         + f"; CPU ratio {jvm['with']['cpu_s'] / jvm['without']['cpu_s']:.2f}")
+    imports = driver_imports(a.imports)
+    print(f"a driver's imports (median of {a.imports}): from the zip {imports['zip']:.2f} CPU s, the installed "
+          f"pyspark preferred {imports['preferred']:.2f}; ratio {imports['preferred'] / imports['zip']:.2f}")
     RESULTS.parent.mkdir(exist_ok=True)
     with RESULTS.open("a") as out:
         out.write(json.dumps({"at": time.strftime("%Y-%m-%dT%H:%M:%S"), "rows_to_jvm_cpu_s": rows,
-                              "spark_submit": jvm}) + "\n")
+                              "spark_submit": jvm, "driver_imports_cpu_s": imports}) + "\n")
 
 
 if __name__ == "__main__":
