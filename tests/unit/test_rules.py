@@ -766,6 +766,9 @@ def test_tombstone_counts_follow_the_runs(runs, retention, wait):
     ('{"as_of_ms": 100000000000000000000000}', "as_of_ms: expected an integer from 0 to"),
     ('{"offsets": {"9223372036854775808": 1}}', "offsets: partition: expected an integer"),
     ('{"offsets": {"1_0": 5}}', "partition '1_0'"), ('{"offsets": {"' + "1" * 5000 + '": 5}}', "is not an integer"), ('{"offsets": {"\u0661": 5}}', "is not an integer"),
+    # one partition written two ways: either entry would win silently
+    ('{"offsets": {"1": 5, "01": 500}}', "partition '01'"), ('{"offsets": {"-0": 5}}', "partition '-0'"),
+    ('{"offsets": {"+1": 5}}', "partition '+1'"),
     ('{"history": [[1, null]]}', "history[0] offsets"), ('{"retained": {"0": null}}', "retained[0]"),
     ('{"offset": {}}', "unknown field(s) 'offset'"),
 ])

@@ -337,8 +337,11 @@ def _offsets_from_json(value, where: str) -> dict[Partition, int]:
         if p == NO_PARTITION:
             partition = None
         else:
-            if not re.fullmatch(r"-?[0-9]{1,19}", p):  # as to_json writes a long: int() also takes "1_0", other digits
-                raise CheckpointError(f"{where}: partition {p[:40]!r} is not an integer or {NO_PARTITION!r}")
+            # as to_json writes a long: int() also takes "1_0", other scripts' digits, and "01" beside "1",
+            # two entries of one partition of which the dict would silently keep either
+            if not re.fullmatch(r"0|-?[1-9][0-9]{0,18}", p):
+                raise CheckpointError(f"{where}: partition {p[:40]!r} is not an integer as the cleaner writes one, "
+                                      f"or {NO_PARTITION!r}")
             partition = _int(int(p), f"{where}: partition")
         out[partition] = _int(offset, f"{where}[{p}]")
     return out
