@@ -7,20 +7,26 @@ import pytest
 from lakecleaner.spark.startup import prefer_installed_pyspark
 
 
+MODULES = ("pyspark/__init__.py", "pyspark/java_gateway.py", "pyspark/sql/session.py")
+
+
 def _zip(tmp_path, version, name="pyspark.zip"):
     path = tmp_path / "spark" / name
     path.parent.mkdir(exist_ok=True)
     with zipfile.ZipFile(path, "w") as zf:
-        zf.writestr("pyspark/__init__.py", "")
+        for module in MODULES:
+            zf.writestr(module, "")
+        zf.writestr("pyspark/sql/tests/test_session.py", "")  # pip's pyspark has no tests
         if version is not None:
             zf.writestr("pyspark/version.py", f'#\n__version__: str = "{version}"\n')
     return str(path)
 
 
-def _installed(tmp_path, version):
+def _installed(tmp_path, version, modules=MODULES):
     site = tmp_path / "site-packages"
-    (site / "pyspark").mkdir(parents=True, exist_ok=True)
-    (site / "pyspark" / "__init__.py").write_text("")
+    for module in modules:
+        (site / module).parent.mkdir(parents=True, exist_ok=True)
+        (site / module).write_text("")
     if version is not None:
         (site / "pyspark" / "version.py").write_text(f"__version__ = '{version}'\n")
     return str(site)
@@ -39,6 +45,12 @@ def test_another_or_an_unknown_version_keeps_the_path(tmp_path, installed, bundl
     path = [_zip(tmp_path, bundled), _installed(tmp_path, installed)]
     assert prefer_installed_pyspark(path) is None
     assert path == [str(tmp_path / "spark" / "pyspark.zip"), str(tmp_path / "site-packages")]
+
+
+def test_an_installed_copy_without_a_module_of_the_zip_keeps_the_path(tmp_path):
+    """A client-only package of the same version (no JVM gateway) is not the zip's pyspark."""
+    path = [_zip(tmp_path, "3.5.9"), _installed(tmp_path, "3.5.9", modules=MODULES[::2])]
+    assert prefer_installed_pyspark(path) is None and path[0].endswith("pyspark.zip")
 
 
 def test_no_installed_pyspark_or_no_readable_zip_keeps_the_path(tmp_path):

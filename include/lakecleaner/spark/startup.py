@@ -6,7 +6,8 @@ modules it imports (those great_expectations pulls in too: pyspark.ml, pyspark.s
 source again, about a second of CPU at each driver's start (benchmarks/HISTORY.md, "An
 application's start"). Where the driver's Python has the same pyspark installed (pip's, compiled at
 install; pip's pyspark is the one that ships spark-submit), the driver imports that copy instead;
-the zip stays on the path after it. Another version, or none, leaves the path as spark-submit set it.
+the zip stays on the path after it. Another version, a copy without some module of the zip's (a
+client-only package of the same version), or none leaves the path as spark-submit set it.
 Executors are untouched (their Python workers are started by Spark, not by these entries)."""
 from __future__ import annotations
 
@@ -32,18 +33,29 @@ def prefer_installed_pyspark(path: list[str] | None = None) -> str | None:
     spec = importlib.machinery.PathFinder.find_spec("pyspark", [p for p in path if p not in zips])
     if spec is None or not spec.submodule_search_locations:
         return None
-    installed = _version(lambda: open(os.path.join(spec.submodule_search_locations[0], "version.py")).read())
-    bundled = _version(lambda: zipfile.ZipFile(zips[0]).read("pyspark/version.py").decode())
-    if installed is None or installed != bundled:
+    if not _same_pyspark(zips[0], spec.submodule_search_locations[0]):
         return None
     path.remove(zips[0])
     path.append(zips[0])
     return zips[0]
 
 
-def _version(read) -> str | None:
+def _same_pyspark(bundle: str, installed: str) -> bool:
+    """The installed copy says the zip's version and holds every module of it but its tests (pip's
+    package leaves those out): a few milliseconds of reading the zip's directory."""
+    root = os.path.dirname(installed)
     try:
-        match = _VERSION.search(read())
+        with zipfile.ZipFile(bundle) as zf:
+            bundled = _version(zf.read("pyspark/version.py").decode())
+            modules = [n for n in zf.namelist() if n.endswith(".py") and "/tests/" not in n]
+        with open(os.path.join(installed, "version.py")) as f:
+            own = _version(f.read())
     except (OSError, KeyError, ValueError, zipfile.BadZipFile):
-        return None
+        return False
+    return (bundled is not None and own == bundled and all(n.startswith("pyspark/") for n in modules)
+            and all(os.path.isfile(os.path.join(root, n)) for n in modules))
+
+
+def _version(text: str) -> str | None:
+    match = _VERSION.search(text)
     return match.group(1) if match else None
