@@ -1,10 +1,13 @@
-"""Three fixed costs every run and every test pays, measured on purpose (issue 38):
+"""Four fixed costs every run and every test pays, measured on purpose (issue 38):
 
 - **rows to the JVM**: a few Python rows (a run-history row, a run's file times, a test's append) as a
   DataFrame, by PySpark's own ``createDataFrame`` from a list (its rows are re-pickled in Python
   workers) against ``spark.frames.local_frame`` (Arrow, read by the JVM as a local relation). CPU of
   the whole process tree (driver, JVM, pyspark.daemon) per call, medians of rounds of calls on one
   warm session, the two ways taking turns;
+- **maintenance's rewrite** of a small table just compacted, with and without Iceberg's
+  remove-dangling-deletes pass (``spark.iceberg_ops.DELETES_OUT``), on the same warm session, each
+  way on a fresh table in turns; CPU of the process tree per rewrite;
 - **a spark-submit's JVM** with and without the tests' class-data-sharing archive
   (``lakecleaner_dev.jvm_archive``): the warm-up application (an Iceberg table, two appends, a
   compaction) submitted alternately each way; machine busy time and wall time per submit;
@@ -14,7 +17,7 @@
   ``lakecleaner.spark.startup.prefer_installed_pyspark`` (the installed, byte-compiled pyspark
   instead of the zip's source), taking turns; CPU of that Python.
 
-Usage: python benchmarks/bench_overheads.py [--calls 20] [--rounds 5] [--submits 3] [--imports 5]
+Usage: python benchmarks/bench_overheads.py [--calls 20] [--rounds 5] [--rewrites 7] [--submits 3] [--imports 5]
 """
 from __future__ import annotations
 
@@ -55,32 +58,69 @@ def machine_busy() -> float:
     return t.user + t.nice + t.system + t.irq + t.softirq
 
 
-def rows_to_jvm(calls: int, rounds: int) -> dict[str, float]:
-    from pyspark.sql.types import _parse_datatype_string
-
-    from lakecleaner.spark.frames import local_frame
+def in_one_session(calls: int, rounds: int, rewrites: int) -> tuple[dict[str, float], dict[str, float]]:
+    """rows_to_jvm and maintenance_rewrite on one warm session."""
     from lakecleaner.spark.session import get_spark
 
     with tempfile.TemporaryDirectory() as workdir:
         cfg = LakecleanerConfig(catalog=CatalogConfig(name="lake", type="hadoop", warehouse=f"{workdir}/wh"),
                                 spark=SparkConfig(master="local[2]", driver_memory="1g"))
         spark = get_spark(cfg, "bench-overheads")
-        schema = _parse_datatype_string(KAFKA_SCHEMA)
-        rows = [(f"k{i}", i, i % 2, 1000 + i, [{"key": "v", "value": b"\x01"}], i == 5, None if i == 5 else f"v{i}")
-                for i in range(6)]
-        ways = {"createDataFrame": lambda: spark.createDataFrame(rows, schema).count(),
-                "local_frame": lambda: local_frame(spark, rows, schema).count()}
-        for way in ways.values():  # warm both paths (the Python workers, Arrow's imports)
-            for _ in range(3):
+        try:
+            return rows_to_jvm(spark, calls, rounds), maintenance_rewrite(spark, cfg, rewrites)
+        finally:
+            spark.stop()
+
+
+def maintenance_rewrite(spark, cfg: LakecleanerConfig, rewrites: int) -> dict[str, float]:
+    """CPU s of maintenance's rewrite (rewrite_data_files of the clean part's files carrying deletes)
+    right after a compaction of a small two-partition table, with and without Iceberg's
+    remove-dangling-deletes pass (iceberg_ops.DELETES_OUT), each on a fresh table, taking turns."""
+    from lakecleaner.spark.batch import SMALL_TABLE_CONF, restore_session_conf, set_session_conf
+    from lakecleaner.spark.engine import compact_table
+    from lakecleaner.spark.iceberg_ops import Rewrite, rewrite_data_files
+    from lakecleaner.spark.maintenance import CLEAN_PART_DELETES_OUT
+    from lakecleaner_dev.tables import append, create_compacted_table
+
+    previous = set_session_conf(spark, SMALL_TABLE_CONF)  # as an application runs a small table
+    ways = {"without": CLEAN_PART_DELETES_OUT, "with": {**CLEAN_PART_DELETES_OUT, "remove-dangling-deletes": "true"}}
+    figures: dict[str, list[float]] = {way: [] for way in ways}
+    for i in range(rewrites + 1):  # the first round warms both paths
+        for way, options in ways.items():
+            table = f"bench.rewrite_{way}_{i}"
+            ref = create_compacted_table(spark, cfg, table, {"min.compaction.lag.ms": "0"})
+            for start in (0, 24):
+                append(spark, ref, [{"key": f"k{n % 6}", "offset": n, "partition": n % 2, "value": f"v{n}"}
+                                    for n in range(start, start + 24)])
+            compact_table(spark, cfg, table)
+            before = tree_cpu()
+            rewrite_data_files(spark, ref, Rewrite(options))
+            if i:
+                figures[way].append(tree_cpu() - before)
+    restore_session_conf(spark, previous)
+    return {way: statistics.median(v) for way, v in figures.items()}
+
+
+def rows_to_jvm(spark, calls: int, rounds: int) -> dict[str, float]:
+    from pyspark.sql.types import _parse_datatype_string
+
+    from lakecleaner.spark.frames import local_frame
+
+    schema = _parse_datatype_string(KAFKA_SCHEMA)
+    rows = [(f"k{i}", i, i % 2, 1000 + i, [{"key": "v", "value": b"\x01"}], i == 5, None if i == 5 else f"v{i}")
+            for i in range(6)]
+    ways = {"createDataFrame": lambda: spark.createDataFrame(rows, schema).count(),
+            "local_frame": lambda: local_frame(spark, rows, schema).count()}
+    for way in ways.values():  # warm both paths (the Python workers, Arrow's imports)
+        for _ in range(3):
+            way()
+    per_call: dict[str, list[float]] = {name: [] for name in ways}
+    for _ in range(rounds):
+        for name, way in ways.items():
+            before = tree_cpu()
+            for _ in range(calls):
                 way()
-        per_call: dict[str, list[float]] = {name: [] for name in ways}
-        for _ in range(rounds):
-            for name, way in ways.items():
-                before = tree_cpu()
-                for _ in range(calls):
-                    way()
-                per_call[name].append((tree_cpu() - before) / calls)
-        spark.stop()
+            per_call[name].append((tree_cpu() - before) / calls)
     return {name: statistics.median(v) for name, v in per_call.items()}
 
 
@@ -143,11 +183,14 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--submits", type=int, default=3)
     p.add_argument("--imports", type=int, default=5)
+    p.add_argument("--rewrites", type=int, default=7)
     a = p.parse_args()
-    rows = rows_to_jvm(a.calls, a.rounds)
+    rows, rewrite = in_one_session(a.calls, a.rounds, a.rewrites)
     print(f"rows to the JVM, CPU s per call (median of {a.rounds} rounds of {a.calls}): "
           + ", ".join(f"{k} {v:.3f}" for k, v in rows.items())
           + f"; ratio {rows['local_frame'] / rows['createDataFrame']:.2f}")
+    print(f"maintenance's rewrite of a small table (median of {a.rewrites}): {rewrite['without']:.2f} CPU s, with "
+          f"Iceberg's remove-dangling-deletes pass {rewrite['with']:.2f}; ratio {rewrite['without'] / rewrite['with']:.2f}")
     jvm = submit_jvm(a.submits)
     print(f"a spark-submit (median of {a.submits}): " + "; ".join(
         f"{way} the archive {f['cpu_s']:.1f} CPU s, {f['wall_s']:.1f} s wall" for way, f in jvm.items())
@@ -158,6 +201,7 @@ def main() -> None:
     RESULTS.parent.mkdir(exist_ok=True)
     with RESULTS.open("a") as out:
         out.write(json.dumps({"at": time.strftime("%Y-%m-%dT%H:%M:%S"), "rows_to_jvm_cpu_s": rows,
+                              "maintenance_rewrite_cpu_s": rewrite,
                               "spark_submit": jvm, "driver_imports_cpu_s": imports}) + "\n")
 
 

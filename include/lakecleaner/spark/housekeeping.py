@@ -68,7 +68,7 @@ def maintain_quality_results(spark, cfg: LakecleanerConfig, now_ms: int) -> dict
 
 
 # An own table's small files (a row per run, table and validation) are merged five at a time.
-SMALL_FILES = Rewrite({"min-input-files": "5", "remove-dangling-deletes": "true"})
+SMALL_FILES = Rewrite({"min-input-files": "5"})  # no dangling-delete pass: see iceberg_ops.DELETES_OUT
 
 
 def _compact(spark, ref: TableRef) -> dict[str, int]:

@@ -30,7 +30,7 @@ from lakecleaner.core.append_times import record_append_times
 from lakecleaner.core.config import (CHECKPOINT_PROPERTY, LONG_MAX, LakecleanerConfig, TableConfig, physical_deletion_bound)
 from lakecleaner.core.table import TableRef
 from lakecleaner.spark.catalog import iceberg_table, load_table_config
-from lakecleaner.spark.iceberg_ops import Expiry, Rewrite, older_than_newest_at, rewrite_and_expire
+from lakecleaner.spark.iceberg_ops import DELETES_OUT, Expiry, Rewrite, older_than_newest_at, rewrite_and_expire
 from lakecleaner.core.datafiles import DataFile, judge
 from lakecleaner.core.deletefiles import REWRITE_DELETE_RATIO, DeleteFigures, DeleteFile, DeleteKind, delete_figures
 from lakecleaner.core.rules import Checkpoint, Partition
@@ -42,8 +42,8 @@ ORPHAN_MIN_AGE_MS = 3 * 86_400_000
 # Each append adds a manifest; evaluation reads every live manifest of every table, so past this
 # many they are merged (Iceberg's rewrite_manifests) to keep per-table evaluation cost flat.
 MAX_DATA_MANIFESTS = 8
-# The clean part's files carrying deletes, each rewritten alone if need be.
-CLEAN_PART_DELETES_OUT = {"delete-file-threshold": "1", "min-input-files": "1", "remove-dangling-deletes": "true"}
+# The clean part's files carrying deletes, each rewritten alone if need be (iceberg_ops.DELETES_OUT).
+CLEAN_PART_DELETES_OUT = {**DELETES_OUT, "min-input-files": "1"}
 
 log = logging.getLogger(__name__)
 
