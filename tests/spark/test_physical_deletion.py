@@ -1,6 +1,7 @@
 """After compaction + maintenance, a removed record is in no data file reachable from any snapshot."""
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -98,8 +99,8 @@ def test_removed_records_are_unreachable_after_maintenance(spark, lake_config, t
     maintain_table(spark, lake_config, table_name)
     assert not {r for r in _reachable_offsets(spark, ref) if r[1] == 2}
     assert sorted(r["offset"] for r in spark.table(ref.sql()).collect()) == [3, 4, 5]
-    # No delete file older than every live data file is left: Iceberg's commits drop those (what
-    # maintenance relies on instead of the rewrite's remove-dangling-deletes pass: iceberg_ops.DELETES_OUT)
+    # No delete file older than every live data file is left: Iceberg's commits drop those by
+    # themselves, which maintenance relies on where it runs no dangling-delete pass (iceberg_ops.DELETES_OUT)
     seqs = spark.sql(f"SELECT data_file.content AS content, sequence_number AS seq FROM {ref.meta('entries')} "
                      "WHERE status < 2").collect()
     oldest_data = min(r["seq"] for r in seqs if r["content"] == 0)
@@ -272,3 +273,49 @@ def test_a_corrupt_append_times_record_fails_only_its_tables_maintenance(spark, 
     assert spark.sql(snapshots).collect()[0]["n"] == before  # nothing expired
     assert not record.exists() and [p.read_text() for p in record.parent.glob(f"{record.name}.corrupt-*")] == ['{"1": 17']
     assert ok.status == "ok" and ok.steps["maintain"]["snapshots_expired"] >= 1, ok
+
+
+def _equality_delete(spark, ref, partition: int, key: str) -> None:
+    """Another writer's equality delete of ``key`` in one partition (a CDC sink's upsert writes
+    these; the cleaner never does): a Parquet file of the key column by its Iceberg field id,
+    committed as a row delta."""
+    import uuid
+
+    import pyarrow as pa
+
+    from lakecleaner.spark.catalog import iceberg_table
+
+    table = iceberg_table(spark, ref)
+    field_id = table.schema().findField("key").fieldId()
+    path = f"{table.location()}/data/partition={partition}/eq-{uuid.uuid4().hex}.parquet"
+    local = path.replace("file:", "")
+    schema = pa.schema([pa.field("key", pa.string(), metadata={b"PARQUET:field_id": str(field_id).encode()})])
+    pq.write_table(pa.table({"key": [key]}, schema=schema), local)
+    ids = spark.sparkContext._gateway.new_array(spark._jvm.int, 1)
+    ids[0] = field_id
+    delete = (spark._jvm.org.apache.iceberg.FileMetadata.deleteFileBuilder(table.spec()).ofEqualityDeletes(ids)
+              .withPath(path).withFormat("parquet").withFileSizeInBytes(Path(local).stat().st_size)
+              .withRecordCount(1).withPartitionPath(f"partition={partition}").build())
+    table.newRowDelta().addDeletes(delete).commit()
+
+
+def test_an_equality_delete_the_rewrite_leaves_dangling_goes_with_it(spark, lake_config, table_name):
+    """An equality-delete file holds the key values it deletes. Once maintenance has rewritten the
+    files it applied to, it applies to nothing; Iceberg's commits would keep it while an older data
+    file lives in another partition, so maintenance asks for Iceberg's dangling-delete pass when an
+    equality delete is live (spark.maintenance.rewrite_options) and the file goes."""
+    ref = create_compacted_table(spark, lake_config, table_name, {"max.compaction.lag.ms": "1000",
+                                                                   "delete.retention.ms": "0"})
+    append(spark, ref, [{"key": "a", "offset": 0, "partition": 0, "value": "a"}])  # the oldest data file
+    append(spark, ref, [{"key": "k1", "offset": 0, "partition": 1, "value": "v1"},
+                        {"key": "k1", "offset": 1, "partition": 1, "value": "v2"},
+                        {"key": "k9", "offset": 2, "partition": 1, "value": "erase me"}])
+    assert compact_table(spark, lake_config, table_name)["removed_superseded"] == 1
+    _equality_delete(spark, ref, 1, "k9")
+    live_equality = f"SELECT count(*) FROM {ref.meta('entries')} WHERE status < 2 AND data_file.content = 2"
+    assert spark.sql(live_equality).collect()[0][0] == 1
+    out = maintain_table(spark, lake_config, table_name)
+    assert out["rewritten_data_files"] >= 1, out
+    assert spark.sql(live_equality).collect()[0][0] == 0
+    assert sorted((r["partition"], r["offset"]) for r in spark.table(ref.sql()).collect()) == [(0, 0), (1, 1)]
+    assert not {r for r in _reachable_offsets(spark, ref) if r[2] == "erase me"}

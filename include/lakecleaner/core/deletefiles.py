@@ -48,6 +48,7 @@ class DeleteFigures:
     bytes: int = 0
     deleted_records: int = 0
     live_records: int = 0  # records of the live data files (``total-records``)
+    equality_files: int = 0  # of ``files``, equality-delete files (they hold key values)
 
     @property
     def ratio(self) -> float:
@@ -66,4 +67,4 @@ def delete_figures(deletes: Iterable[DeleteFile], live_records: int) -> DeleteFi
     return DeleteFigures(
         files=len(deletes), bytes=sum(d.size for d in deletes),
         deleted_records=sum(d.records for d in deletes if d.kind is not DeleteKind.EQUALITY),
-        live_records=live_records)
+        live_records=live_records, equality_files=sum(d.kind is DeleteKind.EQUALITY for d in deletes))

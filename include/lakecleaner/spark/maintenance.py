@@ -30,7 +30,7 @@ from lakecleaner.core.append_times import record_append_times
 from lakecleaner.core.config import (CHECKPOINT_PROPERTY, LONG_MAX, LakecleanerConfig, TableConfig, physical_deletion_bound)
 from lakecleaner.core.table import TableRef
 from lakecleaner.spark.catalog import iceberg_table, load_table_config
-from lakecleaner.spark.iceberg_ops import DELETES_OUT, Expiry, Rewrite, older_than_newest_at, rewrite_and_expire
+from lakecleaner.spark.iceberg_ops import DANGLING_DELETES_OUT, DELETES_OUT, Expiry, Rewrite, older_than_newest_at, rewrite_and_expire
 from lakecleaner.core.datafiles import DataFile, judge
 from lakecleaner.core.deletefiles import REWRITE_DELETE_RATIO, DeleteFigures, DeleteFile, DeleteKind, delete_figures
 from lakecleaner.core.rules import Checkpoint, Partition
@@ -111,7 +111,7 @@ def maintain_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None
     gdpr = tc.max_compaction_lag_ms < LONG_MAX
     wanted = deletes.deleted_records and (rewrite_reason or gdpr or deletes.rewrite_due)
     where = _clean_rewrite_filter(spark, ref, tc, ckpt) if wanted else None
-    done = rewrite_and_expire(spark, ref, Rewrite(CLEAN_PART_DELETES_OUT, where) if where else None,
+    done = rewrite_and_expire(spark, ref, Rewrite(rewrite_options(deletes), where) if where else None,
                               _expiry(spark, cfg, ref, tc), fail_at="maintenance_after_rewrite")
     if where:
         out["rewritten_data_files"] = done.files_rewritten
@@ -141,6 +141,13 @@ def maintain_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None
         out["orphan_files_removed"] = len(res)
         store.record_orphan_cleanup(ref.short, now_ms)
     return out
+
+
+def rewrite_options(deletes: DeleteFigures) -> Mapping[str, str]:
+    """The clean part's rewrite, with Iceberg's dangling-delete pass where an equality-delete file
+    (another writer's: the cleaner writes none) is live: it holds key values, which an erasure must
+    see gone once it no longer applies (iceberg_ops.DELETES_OUT)."""
+    return {**CLEAN_PART_DELETES_OUT, **DANGLING_DELETES_OUT} if deletes.equality_files else CLEAN_PART_DELETES_OUT
 
 
 def table_deletes(spark, table) -> DeleteFigures:
