@@ -508,6 +508,31 @@ def test_a_reused_request_id_never_rewrites_another_requests_verdict(spark, lake
     assert not by_hash[first.key_hashes[0]]["physically_removed"]
 
 
+def test_a_ticket_asked_again_for_the_same_key_erases_what_came_back(spark, lake_config, table_name):
+    """A request id is a person's ticket: asked again for the same key after the first request was
+    done, it is another request (another instant), not a resumption of the first: the key's
+    records appended since go, and the first request's audit row keeps its own figures."""
+    ref = _filled(spark, lake_config, table_name)
+    compact_table(spark, lake_config, table_name)
+    now = int(time.time() * 1000)
+    first = _carried_out(spark, lake_config, table_name, "dpo-118", now)
+    assert first["removed_records"] == 1 and first["physically_removed"], first
+    append(spark, ref, [{"key": "alice", "offset": 7, "partition": 0, "value": "alice again"}])
+    again = _carried_out(spark, lake_config, table_name, "dpo-118", now + 60_000)
+    assert again["status"] == "forgotten" and again["removed_records"] == 1, again
+    assert not spark.table(ref.sql()).where("key = 'alice'").count()
+    audits = sorted(read_audit(spark, lake_config, table_name), key=lambda a: a["requested_ms"])
+    assert [(a["requested_ms"], a["removed_records"], a["status"]) for a in audits] == [
+        (now, 1, "forgotten"), (now + 60_000, 1, "forgotten")]
+
+
+def _carried_out(spark, cfg, table, request_id, now) -> dict:
+    """One request for alice through the request table, as the DAG's forget task carries it out."""
+    enqueue(spark, cfg, ForgetRequest(table, ({"key": "alice"},), request_id=request_id), now)
+    [pending] = [r for r in pending_requests(spark, cfg, [request_id], now) if r.table == table]
+    return carry_out(spark, cfg, pending, now, INTERVAL, Attribution("run-1"), False)
+
+
 def test_a_key_added_under_a_claimed_request_waits_for_the_next_run(spark, lake_config, table_name):
     ref = _filled(spark, lake_config, table_name)
     request = ForgetRequest(table_name, ({"key": "alice"},), request_id=f"late-{table_name}")

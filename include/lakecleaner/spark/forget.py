@@ -271,7 +271,7 @@ def _carry_out(spark, cfg, request: ForgetRequest, job: _Prepared, now_ms: int, 
     try:
         quarantined = _forget_in_quarantine(spark, cfg, ref, tc, job.keys)
         if quarantined:
-            _audit_quarantined(spark, cfg, result, quarantined)
+            _audit_quarantined(spark, cfg, request, result, quarantined)
             result.removed_quarantined += sum(quarantined.values())
         result.maintenance = maintain_table(spark, cfg, ref.short, now_ms, rewrite_reason=REWRITE_REASON)
         result.request_sequence = max((q for q in sequences.values() if q is not None), default=None)
@@ -283,7 +283,7 @@ def _carry_out(spark, cfg, request: ForgetRequest, job: _Prepared, now_ms: int, 
         holding |= _files_still_holding(spark, quarantine_table(cfg, ref), tc, job.keys, None)
         result.physically_removed = not holding
         result.deadline_ms, result.deadline_note = _deadline(spark, cfg, ref, tc, now_ms, interval_ms, holding)
-        _audit_complete(spark, cfg, result)
+        _audit_complete(spark, cfg, request, result)
     except Exception as exc:
         raise ForgetError(ref.short, f"the delete committed (request {request.request_id}, "
                                      f"{result.removed_records} record(s) removed from the table), but the request "
@@ -570,36 +570,40 @@ def _audit_deleted(spark, cfg: LakecleanerConfig, request: ForgetRequest, result
 def _audited(spark, cfg: LakecleanerConfig, request: ForgetRequest, hashes: list[str]) -> dict[str, dict]:
     """This request's audit rows of these keys, by key hash: a key whose delete committed in an
     earlier attempt is not deleted again (records of it appended since are new data). Another
-    request under the same id (ids are people's) has other keys, so other rows."""
+    request under the same id (ids are people's: a ticket asked again for the same key) was
+    requested at another instant, so its rows are not these."""
     if not hashes or not spark.catalog.tableExists(audit_table(cfg).replace("`", "")):
         return {}
     ensure_audit_table(spark, cfg)
     return {r["key_hash"]: r.asDict() for r in spark.sql(
-        f"SELECT * FROM {audit_table(cfg)} WHERE {_rows_of(cfg, request.request_id, request.table, hashes)}").collect()}
+        f"SELECT * FROM {audit_table(cfg)} WHERE {_rows_of(cfg, request, hashes)}").collect()}
 
 
-def _rows_of(cfg: LakecleanerConfig, request_id: str, table: str, hashes: list[str]) -> str:
-    """SQL: the audit rows of one request's keys."""
-    short = TableRef.parse(table, cfg.catalog.name).short
-    return (f"request_id = {sql_string(request_id)} AND table_name = {sql_string(short)} "
+def _rows_of(cfg: LakecleanerConfig, request: ForgetRequest, hashes: list[str]) -> str:
+    """SQL: the audit rows of one request's keys. A request read from the request table is one
+    instant's (its requested_at, which every attempt at it reads again); one built in code without
+    that instant is known by its id alone."""
+    short = TableRef.parse(request.table, cfg.catalog.name).short
+    at = "" if request.requested_ms is None else f" AND requested_ms = {int(request.requested_ms)}"
+    return (f"request_id = {sql_string(request.request_id)} AND table_name = {sql_string(short)}{at} "
             f"AND key_hash IN ({', '.join(sql_string(h) for h in hashes)})")
 
 
-def _audit_quarantined(spark, cfg: LakecleanerConfig, result: ForgetResult, quarantined: dict) -> None:
+def _audit_quarantined(spark, cfg: LakecleanerConfig, request: ForgetRequest, result: ForgetResult,
+                       quarantined: dict) -> None:
     """Add the records removed from quarantine to the request's rows (a resumed request adds its own)."""
     per_key = " ".join(f"WHEN {sql_string(h)} THEN {int(n)}" for h, n in quarantined.items())
     spark.sql(f"UPDATE {audit_table(cfg)} SET removed_quarantined = coalesce(removed_quarantined, 0) + "
-              f"CASE key_hash {per_key} ELSE 0 END "
-              f"WHERE {_rows_of(cfg, result.request_id, result.table, result.key_hashes)}")
+              f"CASE key_hash {per_key} ELSE 0 END WHERE {_rows_of(cfg, request, result.key_hashes)}")
 
 
-def _audit_complete(spark, cfg: LakecleanerConfig, result: ForgetResult) -> None:
+def _audit_complete(spark, cfg: LakecleanerConfig, request: ForgetRequest, result: ForgetResult) -> None:
     """Complete the request's rows: whether the removal is physical, and the deadline."""
     deadline = "NULL" if result.deadline_ms is None else str(int(result.deadline_ms))
     spark.sql(f"UPDATE {audit_table(cfg)} SET status = {sql_string(FORGOTTEN)}, "
               f"physically_removed = {str(result.physically_removed).upper()}, deadline_ms = {deadline}, "
               f"deadline_note = {sql_string(result.deadline_note)}, completed_at = current_timestamp() "
-              f"WHERE {_rows_of(cfg, result.request_id, result.table, result.key_hashes)}")
+              f"WHERE {_rows_of(cfg, request, result.key_hashes)}")
 
 
 def read_audit(spark, cfg: LakecleanerConfig, table: str | None = None) -> list[dict]:
