@@ -108,7 +108,7 @@ def _composite(spark, cfg, table):
 
 
 @pytest.mark.parametrize("spec, problem", [
-    ({"tenant": 7, "idx": 42}, "unknown key column(s) idx"),
+    ({"tenant": 7, "idx": 42}, "1 name(s) that are no key column; missing key column(s) id"),
     ({"tenant": 7}, "missing key column(s) id"),
     ({"tenant": 7, "id": "forty-two"}, "the value for id does not convert to bigint"),
     ({"tenant": 7, "id": "42.5"}, "the value for id does not convert to bigint"),
@@ -231,16 +231,18 @@ def test_a_request_with_a_bad_key_is_rejected_named_and_its_keys_leave_the_reque
     """What the forget application does with a request the CLI enqueued: a bad key can never be
     carried out, so the request is closed as rejected (not given back), and its keys purged."""
     ref = _composite(spark, lake_config, table_name)
-    request = ForgetRequest(table_name, ({"tenant": 8, "id": 42}, {"tenant": 7, "nope": 1}))
+    # the second key's map written value first: map('alice@corp.com', 'id') where map('id', ...) was meant
+    request = ForgetRequest(table_name, ({"tenant": 8, "id": 42}, {"tenant": 7, "alice@corp.com": "id"}))
     now = int(time.time() * 1000)
     enqueue(spark, lake_config, request, now)
     [pending] = [r for r in pending_requests(spark, lake_config) if r.request_id == request.request_id]
     line = carry_out(spark, lake_config, pending, now, INTERVAL, Attribution("run-1"), False)
     assert line["status"] == "failed" and line["rejected"]
-    assert line["error"].startswith(f"table {table_name}: bad key: unknown key column(s) nope")
+    assert line["error"].startswith(f"table {table_name}: bad key: 1 name(s) that are no key column")
     purge_closed_keys(spark, lake_config)  # what the application does once, after its requests
     rows = _requests(spark, lake_config, table_name)
     assert [r["status"] for r in rows] == ["rejected", "rejected"] and not any(r["key"] for r in rows)
+    assert "alice" not in line["error"] and not [r for r in rows if "alice" in r["note"]]  # the note is kept
     assert spark.table(ref.sql()).count() == 3  # nothing deleted, not even the good key's record
 
 

@@ -26,9 +26,11 @@ def test_a_key_is_an_object_and_its_value_is_taken_as_it_is():
 
 
 def test_a_bad_key_names_the_problem_never_the_value():
-    for spec, problem in (({"tenant": 7}, "missing key column(s) id"), ({"tenant": 7, "id": 1, "x": 2}, "unknown "
-                          "key column(s) x"), ({"tenant": None, "id": 1}, "null"), ("tenant=7,id=1", "must be an object"),
-                          ({"tenant": [7], "id": 1}, "an object or a list")):
+    for spec, problem in (({"tenant": 7}, "missing key column(s) id"), ({"tenant": 7, "id": 1, "x": 2}, "1 name(s) "
+                          "that are no key column"), ({"tenant": None, "id": 1}, "null"), ("tenant=7,id=1", "must be an object"),
+                          ({"tenant": [7], "id": 1}, "an object or a list"),
+                          # the map's arguments swapped: the value stands where a column's name should
+                          ({"7": "tenant", "id": 1}, "1 name(s) that are no key column; missing key column(s) tenant")):
         with pytest.raises(ForgetError, match=f"table ns.t: .*{re.escape(problem)}") as err:
             parse_key("ns.t", spec, ("tenant", "id"))
         assert "7" not in str(err.value).replace("table ns.t", "") and err.value.rejected

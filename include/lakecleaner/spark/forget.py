@@ -137,15 +137,16 @@ def audit_schemes(spark, cfg: LakecleanerConfig, table: str) -> list[str]:
 # ---------------------------------------------------------------- keys
 def parse_key(table: str, spec: Any, key_columns: tuple[str, ...]) -> dict[str, str]:
     """One key, a mapping {key column: value}, as {key column: raw text}. Errors name the table and
-    the columns, never a value (an erasure request must not copy the key into logs)."""
+    the key columns, never a value nor a name the request gave (an erasure request must not copy
+    the key into logs or the request table's note)."""
     if not isinstance(spec, Mapping):
         raise ForgetError(table, f"a key must be an object {{column: value}} naming every key column "
                                  f"({', '.join(key_columns)}), got {type(spec).__name__}", rejected=True)
     names = [str(k) for k in spec]
     problems = []
-    unknown = sorted(set(names) - set(key_columns))
-    if unknown:
-        problems.append(f"unknown key column(s) {', '.join(unknown)}")
+    unknown = set(names) - set(key_columns)
+    if unknown:  # counted, not named: a name that is no key column may be a value put in its place
+        problems.append(f"{len(unknown)} name(s) that are no key column")
     missing = [c for c in key_columns if c not in names]
     if missing:
         problems.append(f"missing key column(s) {', '.join(missing)}")
