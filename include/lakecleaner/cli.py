@@ -144,7 +144,8 @@ def cmd_forget(args) -> int:
     cfg = load_config(args.config)
     try:
         with (open(args.keys) if args.keys != "-" else sys.stdin) as f:
-            keys = key_rows(f, "stdin" if args.keys == "-" else args.keys)
+            lines = [line.strip() for line in f]
+        key_rows(lines, "stdin" if args.keys == "-" else args.keys)  # refused here, before any Spark
     except (OSError, ValueError) as exc:
         print(f"lakecleaner: forget {args.table}: {exc}", file=sys.stderr)
         return 2
@@ -157,7 +158,7 @@ def cmd_forget(args) -> int:
         path = Path(private) / "keys.jsonl"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
-            f.writelines(json.dumps(k) + "\n" for k in keys)
+            f.writelines(line + "\n" for line in lines if line)  # as given: checked above, parsed again there
         code, results, died = run_job(cfg, cfg.source, "forget.py", ["--enqueue-file", str(path), *extra])
     if not results:
         results = [{"table": args.table, "status": "failed",

@@ -45,6 +45,13 @@ def test_key_lines_are_json_objects_and_errors_name_the_line_not_its_text():
         assert "alice" not in str(err.value) and "secret" not in str(err.value)
 
 
+def test_a_long_decimal_key_keeps_every_digit_it_was_given():
+    # as a float, 12345678901234567.89 would become 1.2345678901234568e+16: another key, nothing erased
+    [key] = key_rows(['{"amount_id": 12345678901234567.89, "n": 42, "rate": 0.1}'], "f")
+    assert parse_key("ns.t", key, ("amount_id", "n", "rate")) == {"amount_id": "12345678901234567.89", "n": "42",
+                                                                 "rate": "0.1"}
+
+
 def test_an_error_text_loses_every_key_value_of_the_request():
     request = ForgetRequest("ns.t", ({"key": "alice@example.org"}, {"key": "bob"}))
     assert scrub("cannot cast 'alice@example.org' nor bob", request) == "cannot cast '<key>' nor <key>"

@@ -7,6 +7,7 @@ import datetime as dt
 import json
 import time
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Iterable
 
 from pyiceberg.expressions import In
@@ -53,13 +54,14 @@ class PendingRequest:
 # ---------------------------------------------------------------- writing requests
 def key_rows(lines: Iterable[str], source: str) -> list[dict[str, Any]]:
     """Keys as JSON lines, each an object {key column: value}: the one syntax for a key. Errors
-    name the line, never its text."""
+    name the line, never its text. A number with a fraction or an exponent is kept as written
+    (Decimal): a float would round a long decimal key to another key, which nothing matches."""
     keys = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            key = json.loads(line)
+            key = json.loads(line, parse_float=Decimal)
         except ValueError:
             raise ValueError(f"{source}: line {number} is not JSON (one object per line, e.g. "
                              '{"tenant": 7, "id": 42})') from None
