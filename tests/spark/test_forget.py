@@ -350,6 +350,27 @@ def test_a_failure_after_the_delete_leaves_an_audit_row_and_the_retry_resumes(sp
     assert (audit["status"], audit["removed_records"], audit["removed_quarantined"]) == ("forgotten", 1, 1)
 
 
+def test_a_request_that_died_before_the_quarantines_purge_purges_it_when_resumed(spark, lake_config, table_name,
+                                                                                 monkeypatch):
+    ref = _filled(spark, lake_config, table_name)
+    compact_table(spark, lake_config, table_name)  # alice's offsetless record goes to quarantine
+    request = ForgetRequest(table_name, ({"key": "alice"},))
+    purge = forget_module.purge_deleted
+
+    def dies_after_the_delete(spark, qref):
+        raise RuntimeError("driver lost")
+
+    monkeypatch.setattr(forget_module, "purge_deleted", dies_after_the_delete)
+    with pytest.raises(ForgetError, match="the delete committed .*driver lost"):
+        forget(spark, lake_config, request)
+    qref = quarantine_table(lake_config, ref)
+    assert not spark.table(qref.sql()).count() and [r for r in _reachable_rows(spark, qref) if r["key"] == "alice"]
+    monkeypatch.setattr(forget_module, "purge_deleted", purge)
+    result = forget(spark, lake_config, request)  # resumed: no live record left in quarantine to delete
+    assert result.physically_removed, result.deadline_note
+    assert not [r for r in _reachable_rows(spark, qref) if r["key"] == "alice"]
+
+
 def test_the_audit_keeps_its_instants_whatever_the_drivers_time_zone(spark, lake_config, table_name, monkeypatch):
     ref = _filled(spark, lake_config, table_name)
     monkeypatch.setenv("TZ", "America/New_York")

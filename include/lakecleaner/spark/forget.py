@@ -270,7 +270,7 @@ def _carry_out(spark, cfg, request: ForgetRequest, job: _Prepared, now_ms: int, 
         _audit_deleted(spark, cfg, request, result, fresh, deleted, by)
         sequences.update({h: deleted.request_sequence for h in fresh})
     try:
-        quarantined = _forget_in_quarantine(spark, cfg, ref, tc, job.keys)
+        quarantined = _forget_in_quarantine(spark, cfg, ref, tc, job.keys, resumed=bool(audited))
         if quarantined:
             _audit_quarantined(spark, cfg, request, result, quarantined)
             result.removed_quarantined += sum(quarantined.values())
@@ -345,10 +345,13 @@ def _delete_once(spark, ref: TableRef, tc: TableConfig, keys) -> TableDelete:
     return TableDelete(counts, offsets, ours and ours["snapshot_id"], sequence)
 
 
-def _forget_in_quarantine(spark, cfg: LakecleanerConfig, ref: TableRef, tc: TableConfig, keys) -> dict:
+def _forget_in_quarantine(spark, cfg: LakecleanerConfig, ref: TableRef, tc: TableConfig, keys,
+                          resumed: bool = False) -> dict:
     """Delete the keys' records from <table>__quarantine (records with a full key but a null offset
     or partition land there) and expire its older snapshots: the quarantine is the cleaner's own,
     and a table of that name the cleaner did not create is refused (engine.check_quarantine).
+    ``resumed``: an earlier attempt deleted from the table, and may have deleted here too and died
+    before the purge, so the purge runs even when no live record of the keys is left.
 
     A compaction quarantining concurrently copies the bad records of the snapshot it read. Keyless
     records (the usual bad record) cannot match a key. A keyed record with a null offset/partition
@@ -366,6 +369,8 @@ def _forget_in_quarantine(spark, cfg: LakecleanerConfig, ref: TableRef, tc: Tabl
     doomed = base.join(F.broadcast(keys), list(tc.key_columns))
     counts = {r["lc_key_hash"]: r["n"] for r in doomed.groupBy("lc_key_hash").agg(F.count("*").alias("n")).collect()}
     if not counts:
+        if resumed:
+            purge_deleted(spark, qref)
         return {}
     # by values, not a MERGE: a MERGE does not resolve against the quarantine's accept-any-schema
     merge_delete(spark, qref, keys.select(*tc.key_columns), SameValues(tuple(tc.key_columns)), name="lc_forget")
