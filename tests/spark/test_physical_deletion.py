@@ -291,11 +291,18 @@ def _equality_delete(spark, ref, partition: int, key: str) -> None:
     local = path.replace("file:", "")
     schema = pa.schema([pa.field("key", pa.string(), metadata={b"PARQUET:field_id": str(field_id).encode()})])
     pq.write_table(pa.table({"key": [key]}, schema=schema), local)
-    ids = spark.sparkContext._gateway.new_array(spark._jvm.int, 1)
+    jvm = spark._jvm
+    ids = spark.sparkContext._gateway.new_array(jvm.int, 1)
     ids[0] = field_id
-    delete = (spark._jvm.org.apache.iceberg.FileMetadata.deleteFileBuilder(table.spec()).ofEqualityDeletes(ids)
+    # the key's bounds, as a writer's metrics give them: Iceberg applies the file only to data files
+    # whose key bounds overlap these
+    bounds = jvm.java.util.HashMap()
+    bounds.put(field_id, jvm.org.apache.iceberg.types.Conversions.toByteBuffer(
+        jvm.org.apache.iceberg.types.Types.StringType.get(), key))
+    metrics = jvm.org.apache.iceberg.Metrics(1, None, None, None, None, bounds, bounds)
+    delete = (jvm.org.apache.iceberg.FileMetadata.deleteFileBuilder(table.spec()).ofEqualityDeletes(ids)
               .withPath(path).withFormat("parquet").withFileSizeInBytes(Path(local).stat().st_size)
-              .withRecordCount(1).withPartitionPath(f"partition={partition}").build())
+              .withMetrics(metrics).withPartitionPath(f"partition={partition}").build())
     table.newRowDelta().addDeletes(delete).commit()
 
 
@@ -319,3 +326,30 @@ def test_an_equality_delete_the_rewrite_leaves_dangling_goes_with_it(spark, lake
     assert spark.sql(live_equality).collect()[0][0] == 0
     assert sorted((r["partition"], r["offset"]) for r in spark.table(ref.sql()).collect()) == [(0, 0), (1, 1)]
     assert not {r for r in _reachable_offsets(spark, ref) if r[2] == "erase me"}
+
+
+def test_an_erasure_that_an_equality_delete_still_holds_promises_no_deadline(spark, lake_config, table_name):
+    """Another writer's equality delete of the key stays live while an older data file of its
+    partition does, and a file no delete touches is never rewritten: no deadline can be promised
+    (forget's verdict), and the remedy its note names removes the file."""
+    from lakecleaner.spark.forget import ForgetRequest, forget
+
+    ref = create_compacted_table(spark, lake_config, table_name, {"max.compaction.lag.ms": "1000",
+                                                                   "delete.retention.ms": "0"})
+    append(spark, ref, [{"key": "a", "offset": 0, "partition": 1, "value": "a"}])  # older, untouched
+    # a file of the target size, as a real table's older files are: a rewrite selects it only for its deletes
+    [size] = [r[0] for r in spark.sql(f"SELECT file_size_in_bytes FROM {ref.meta('data_files')}").collect()]
+    spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ('write.target-file-size-bytes' = '{size}')")
+    append(spark, ref, [{"key": "k9", "offset": 1, "partition": 1, "value": "erase me"}])
+    compact_table(spark, lake_config, table_name)
+    _equality_delete(spark, ref, 1, "k9")
+    now = int(time.time() * 1000)
+    result = forget(spark, lake_config, ForgetRequest(table_name, ({"key": "k9"},)), now_ms=now, interval_ms=60_000)
+    assert not result.physically_removed
+    assert result.deadline_ms is None and "1 equality-delete file(s)" in result.deadline_note, result.deadline_note
+    data_files = [r[0] for r in spark.sql(f"SELECT DISTINCT file_path FROM {ref.meta('all_data_files')}").collect()]
+    assert "erase me" not in {v for f in data_files for v in pq.read_table(f.replace("file:", ""))["value"].to_pylist()}
+    spark.sql(f"CALL {ref.catalog}.system.rewrite_data_files(table => '{ref.short}', where => 'partition = 1', "
+              "options => map('rewrite-all', 'true', 'remove-dangling-deletes', 'true'))")
+    live_equality = f"SELECT count(*) FROM {ref.meta('entries')} WHERE status < 2 AND data_file.content = 2"
+    assert spark.sql(live_equality).collect()[0][0] == 0

@@ -232,6 +232,9 @@ def test_the_rewrite_figure_is_maintenances_ratio_and_threshold():
     assert delete_figures([dv] * 2, 10).rewrite_due and delete_figures([dv] * 2, 10).ratio == REWRITE_DELETE_RATIO
     assert not delete_figures([dv], 10).rewrite_due
     assert not delete_figures([DeleteFile(DeleteKind.EQUALITY, 10, 5)], 10).rewrite_due  # no record is counted
+    # but it masks records: an erasure's or a finite max.compaction.lag.ms's rewrite has work
+    assert delete_figures([DeleteFile(DeleteKind.EQUALITY, 10, 5)], 10).masks_records
+    assert delete_figures([dv], 10).masks_records and not delete_figures([], 10).masks_records
     assert delete_figures([dv, DeleteFile(DeleteKind.EQUALITY, 10, 5)], 10).equality_files == 1  # maintenance's pass
     assert delete_figures([dv] * 2, 10).equality_files == 0
     assert delete_figures([], 0).ratio == 0.0

@@ -56,6 +56,12 @@ class DeleteFigures:
         return round(self.deleted_records / self.live_records, 4) if self.live_records else 0.0
 
     @property
+    def masks_records(self) -> bool:
+        """Some live data file has records a delete file masks (an equality delete's count is of
+        key rows, not of the records it masks, but it masks some), so a rewrite has work."""
+        return self.deleted_records > 0 or self.equality_files > 0
+
+    @property
     def rewrite_due(self) -> bool:
         """Enough deleted records that maintenance rewrites without another reason to."""
         return self.deleted_records > 0 and self.ratio >= REWRITE_DELETE_RATIO

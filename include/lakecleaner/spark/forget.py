@@ -276,7 +276,7 @@ def _carry_out(spark, cfg, request: ForgetRequest, job: _Prepared, now_ms: int, 
             result.removed_quarantined += sum(quarantined.values())
         result.maintenance = maintain_table(spark, cfg, ref.short, now_ms, rewrite_reason=REWRITE_REASON)
         result.request_sequence = max((q for q in sequences.values() if q is not None), default=None)
-        holding = set()
+        holding = Holding()
         for sequence in set(sequences.values()):  # one request snapshot per attempt that deleted
             group = [h for h, q in sequences.items() if q == sequence]
             holding |= _files_still_holding(spark, ref, tc, job.keys.where(job.keys["lc_key_hash"].isin(group)),
@@ -379,7 +379,29 @@ def _forget_in_quarantine(spark, cfg: LakecleanerConfig, ref: TableRef, tc: Tabl
 
 
 # ---------------------------------------------------------------- on disk
-def _files_still_holding(spark, ref: TableRef, tc: TableConfig, keys, max_sequence: int | None) -> set[str]:
+@dataclass(frozen=True)
+class Candidate:
+    """A file whose bounds may hold a key: its format, and whether it is an equality delete."""
+    file_format: str
+    equality_delete: bool
+
+
+@dataclass(frozen=True)
+class Holding:
+    """The files that still hold a record of the keys; among them, the equality-delete files
+    (another writer's: the cleaner writes none), which hold key values and which Iceberg drops only
+    once no older data file of their partition is live, a file no delete touches included."""
+    files: frozenset[str] = frozenset()
+    equality_deletes: frozenset[str] = frozenset()
+
+    def __or__(self, other: "Holding") -> "Holding":
+        return Holding(self.files | other.files, self.equality_deletes | other.equality_deletes)
+
+    def __bool__(self) -> bool:
+        return bool(self.files)
+
+
+def _files_still_holding(spark, ref: TableRef, tc: TableConfig, keys, max_sequence: int | None) -> Holding:
     """The files any snapshot or ref of the table reaches that still hold a record of the keys,
     among those that existed at the request (data sequence number at most ``max_sequence``: a file
     written since holds new data, or what a rewrite kept, which the delete had already masked out;
@@ -389,9 +411,14 @@ def _files_still_holding(spark, ref: TableRef, tc: TableConfig, keys, max_sequen
     renamed column still matches; a file written without field ids (imported by add_files or
     migrate) is read by name. A file that is not Parquet cannot be read so and counts as holding."""
     if not table_exists(spark, ref):
-        return set()
+        return Holding()
     candidates = _candidate_files(spark, ref, tc, keys, max_sequence)
-    unreadable = {path for path, fmt in candidates.items() if fmt.upper() != "PARQUET"}
+    found = _found_holding(spark, ref, tc, keys, candidates)
+    return Holding(frozenset(found), frozenset(p for p in found if candidates[p].equality_delete))
+
+
+def _found_holding(spark, ref: TableRef, tc: TableConfig, keys, candidates: Mapping[str, Candidate]) -> set[str]:
+    unreadable = {path for path, c in candidates.items() if c.file_format.upper() != "PARQUET"}
     parquet = sorted(set(candidates) - unreadable)
     if not parquet:
         return unreadable
@@ -417,8 +444,8 @@ def _holding(spark, ref: TableRef, tc: TableConfig, keys, by_id: list[str], by_n
     return found
 
 
-def _candidate_files(spark, ref: TableRef, tc: TableConfig, keys, max_sequence: int | None) -> dict[str, str]:
-    """{file path: format} of every data or equality-delete file a snapshot reaches (all_entries:
+def _candidate_files(spark, ref: TableRef, tc: TableConfig, keys, max_sequence: int | None) -> dict[str, Candidate]:
+    """{file path: Candidate} of every data or equality-delete file a snapshot reaches (all_entries:
     tags' and branches' snapshots included) that existed at the request and whose bounds may hold
     one of the keys (no bounds: may)."""
     entries = spark.table(ref.meta("all_entries")).where("status < 2 AND data_file.content IN (0, 2)")
@@ -431,8 +458,9 @@ def _candidate_files(spark, ref: TableRef, tc: TableConfig, keys, max_sequence: 
         cond = cond & (lo.isNull() | (lo <= F.col(f"lc_k.{k}"))) & (hi.isNull() | (hi >= F.col(f"lc_k.{k}")))
     keyed = keys.select(F.struct(*tc.key_columns).alias("lc_k"))
     hits = (entries.join(F.broadcast(keyed), cond)
-            .select(F.col("data_file.file_path").alias("p"), F.col("data_file.file_format").alias("f")).distinct())
-    return {file_path(r["p"]): r["f"] for r in hits.collect()}
+            .select(F.col("data_file.file_path").alias("p"), F.col("data_file.file_format").alias("f"),
+                    F.col("data_file.content").alias("c")).distinct())
+    return {file_path(r["p"]): Candidate(r["f"], r["c"] == 2) for r in hits.collect()}
 
 
 def file_path(location: str) -> str:
@@ -482,7 +510,7 @@ def _has_field_ids(spark, path: str) -> bool:
         reader.close()
 
 
-def _kept_beyond_main(spark, cfg: LakecleanerConfig, ref: TableRef, tc: TableConfig, holding: set[str],
+def _kept_beyond_main(spark, cfg: LakecleanerConfig, ref: TableRef, tc: TableConfig, holding: frozenset[str],
                       now_ms: int) -> list[str]:
     """The tags and branches that keep a holding file that main's own retention does not explain
     (main's current snapshot and its ancestors younger than what maintenance keeps): snapshot expiry
@@ -525,20 +553,26 @@ def _files_of(spark, ref: TableRef, snapshots: list[int]) -> set[str]:
 
 
 def _deadline(spark, cfg: LakecleanerConfig, ref: TableRef, tc: TableConfig, now_ms: int, interval_ms: int,
-              holding: set[str]) -> tuple[int | None, str]:
+              holding: Holding) -> tuple[int | None, str]:
     if not holding:
         return now_ms, ("physically removed: no data file any snapshot or ref reaches holds a record of the keys "
                         "(read from the files, deletes ignored)")
-    refs = _kept_beyond_main(spark, cfg, ref, tc, holding, now_ms)
+    refs = _kept_beyond_main(spark, cfg, ref, tc, holding.files, now_ms)
     if refs:
         return None, (f"{', '.join(refs)} keeps data file(s) holding records of the keys: no bound in time while it "
                       "exists (snapshot expiry never removes what a ref keeps); drop or move it")
+    if holding.equality_deletes:
+        return None, (f"{len(holding.equality_deletes)} equality-delete file(s) another writer committed hold key "
+                      "values: Iceberg drops one only once no older data file of its partition is live, and a data "
+                      "file no delete touches is never rewritten, so no bound in time holds; rewriting every data "
+                      "file of that partition (rewrite_data_files with rewrite-all and remove-dangling-deletes) "
+                      "removes it")
     deadline = physical_deletion_deadline(tc, now_ms, interval_ms)
     bound = physical_deletion_bound(tc)
     if deadline is None:
         return None, (bound or "max.compaction.lag.ms is not set: no bound in time on physical deletion of "
                                "records above the checkpoint; set it for erasure deadlines")
-    return deadline, (f"{len(holding)} data file(s) above the checkpoint hold some: gone after the run that cleans "
+    return deadline, (f"{len(holding.files)} data file(s) above the checkpoint hold some: gone after the run that cleans "
                       "them and its maintenance, at the latest request + max.compaction.lag.ms + interval + "
                       + ("max-snapshot-age" if bound else "min.compaction.lag.ms"))
 

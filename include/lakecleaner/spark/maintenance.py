@@ -109,7 +109,7 @@ def maintain_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None
     deletes = table_deletes(spark, iceberg_table(spark, ref))
     out.update(delete_files=deletes.files, delete_bytes=deletes.bytes, delete_ratio=deletes.ratio)
     gdpr = tc.max_compaction_lag_ms < LONG_MAX
-    wanted = deletes.deleted_records and (rewrite_reason or gdpr or deletes.rewrite_due)
+    wanted = deletes.masks_records and (rewrite_reason or gdpr or deletes.rewrite_due)
     where = _clean_rewrite_filter(spark, ref, tc, ckpt) if wanted else None
     done = rewrite_and_expire(spark, ref, Rewrite(rewrite_options(deletes), where) if where else None,
                               _expiry(spark, cfg, ref, tc), fail_at="maintenance_after_rewrite")
