@@ -66,6 +66,26 @@ def test_tombstone_kept_past_its_horizon_fails_tombstone_expiry(spark, lake_conf
     assert "tombstone expiry (delete.retention.ms)" not in _failed_rules(ok)
 
 
+def test_a_tombstone_put_back_after_the_run_that_removed_it_fails_tombstone_expiry(spark, lake_config, table_name):
+    """The checkpoint real runs write, checked as the DAG checks it (right after the run, one
+    schedule interval given): the run that removed the expired tombstone folded its history entry,
+    and the check must still see that entry's horizon, or it never checks anything."""
+    ref = create_compacted_table(spark, lake_config, table_name, {"delete.retention.ms": "1000"})
+    tombstone = {"key": "a", "offset": 0, "partition": 0, "value": None}
+    append(spark, ref, [tombstone, {"key": "b", "offset": 1, "partition": 0, "value": "x"}])
+    compact_table(spark, lake_config, table_name)  # cleans the tombstone first: its horizon starts
+    time.sleep(1.1)
+    append(spark, ref, [{"key": "c", "offset": 2, "partition": 0, "value": "y"}])
+    now = int(time.time() * 1000)
+    compact_table(spark, lake_config, table_name, now_ms=now)  # the tombstone expired: removed
+    ok = validate_table(spark, lake_config, table_name, now_ms=now, interval_ms=15 * 60_000)
+    assert "tombstone expiry (delete.retention.ms)" in {r["rule"] for r in ok["rules"]} and ok["success"], ok
+    append(spark, ref, [tombstone])  # what a cleaner that failed to remove it would have left
+    summary = validate_table(spark, lake_config, table_name, now_ms=now, interval_ms=15 * 60_000,
+                             raise_on_failure=False)
+    assert "tombstone expiry (delete.retention.ms)" in _failed_rules(summary), summary
+
+
 def test_duplicate_keys_in_the_cleaned_part_fail_one_record_per_key(spark, lake_config, table_name):
     ref = create_compacted_table(spark, lake_config, table_name)
     append(spark, ref, _rows(0, 6, keys=2) + _rows(6, 1, keys=100))

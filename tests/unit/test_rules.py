@@ -887,3 +887,21 @@ def test_the_as_of_now_moves_with_the_checkpoint_only():
     assert idle == ck and idle.to_json() == ck.to_json()
     assert ck.advanced(3_000, {0: 6}, {}, 10**9).as_of_ms == 3_000
     assert Checkpoint.from_json('{"offsets": {"0": 5}}').as_of_ms is None  # written before as-of existed
+
+
+def test_the_tombstone_check_judges_as_of_the_last_runs_now_which_folded_what_it_removed():
+    """Runs every interval, each committing d after its interval's end: the entry a run folds what
+    it removed into is dated within the last interval before the horizon, so judged one interval
+    before now, nothing had expired and the check would check nothing."""
+    from lakecleaner.core.rules import tombstone_check_ms
+
+    retention, interval, d = 86_400_000, 900_000, 30_000
+    ckpt = Checkpoint()
+    for k in range(1, 200):
+        ckpt = ckpt.advanced(k * interval, {0: k * 10}, {}, retention, new_tombstones=1, committed_ms=k * interval + d)
+    now = ckpt.as_of_ms
+    assert ckpt.expired_through(0, now - interval, retention) is None  # what the check used to ask
+    check = tombstone_check_ms(ckpt.as_of_ms, now, interval)
+    assert check == now and ckpt.expired_through(0, check, retention) == 1020  # what the last run removed through
+    assert tombstone_check_ms(ckpt.as_of_ms, now + 5 * interval, interval) == now + 4 * interval  # no run since
+    assert tombstone_check_ms(None, now, interval) == now - interval

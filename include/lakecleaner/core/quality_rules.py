@@ -32,8 +32,8 @@ class QualityRule:
 
 TOMBSTONE_EXPIRY = QualityRule(
     "tombstone expiry (delete.retention.ms)", Suite.TABLE,
-    "no tombstone is still present one schedule interval past its delete.retention.ms horizon (tables with a "
-    "checkpoint)")
+    "no tombstone is still present that had passed its delete.retention.ms horizon by the last run's now, or one "
+    "schedule interval before the check, whichever is later (tables with a checkpoint)")
 ONE_RECORD_PER_KEY = QualityRule(
     "one record per key", Suite.TABLE,
     "the cleaned part holds one record per key and partition, except each partition's log end")

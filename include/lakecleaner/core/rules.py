@@ -52,6 +52,14 @@ def first_clean_time(now_ms: int, committed_ms: int | None) -> int:
     return now_ms if committed_ms is None else max(now_ms, committed_ms)
 
 
+def tombstone_check_ms(as_of_ms: int | None, now_ms: int, interval_ms: int) -> int:
+    """The instant the tombstone-expiry check judges a table as of: the later of its last run's now
+    (``as_of_ms``: that run removed every tombstone expired then, and its checkpoint dates what it
+    removed at an entry expired only from that now on, so an earlier instant would see nothing
+    expired) and one schedule interval before ``now_ms`` (no tombstone waits longer for a run)."""
+    return now_ms - interval_ms if as_of_ms is None else max(now_ms - interval_ms, as_of_ms)
+
+
 CLOCK_SKEW_MS = 60_000  # how far a typed now may run ahead of this machine's clock (clocks differ)
 
 

@@ -32,7 +32,7 @@ from lakecleaner.core.table import TableRef
 from lakecleaner.spark.catalog import load_table_config
 from lakecleaner.spark.frames import Frames, detached, local_frame
 from lakecleaner.spark.history import ensure_history_table, ensure_own_table
-from lakecleaner.core.rules import Checkpoint, tombstone_expired_sql
+from lakecleaner.core.rules import Checkpoint, tombstone_check_ms, tombstone_expired_sql
 from lakecleaner.core.quality_results import RESULTS_SCHEMA, docs_location, publish_docs, results_table
 from lakecleaner.core.quality_rules import (ANOMALOUS_VERSIONS, FORGOTTEN_STAY_FORGOTTEN, FRESHNESS, NO_NULL_KEYS,
                                            OFFSETS_UNIQUE, ONE_RECORD_PER_KEY, TOMBSTONE_EXPIRY, TOMBSTONE_NOT_EARLY,
@@ -110,12 +110,12 @@ def build_rules(tc: TableConfig, ckpt: Checkpoint, now_ms: int, interval_ms: int
     with_log_end = "(SELECT *, max(lc_o) OVER (PARTITION BY lc_p) AS lc_log_end FROM {batch})"
     not_log_end = _not_kept_as_log_end(ckpt) if tc.retain_log_end_record else "TRUE"
     rules = []
-    expired = _expired_pred(ckpt, now_ms - interval_ms, tc.delete_retention_ms)
+    expired = _expired_pred(ckpt, tombstone_check_ms(ckpt.as_of_ms, now_ms, interval_ms), tc.delete_retention_ms)
     if expired:
         rules.append(Rule(
             TOMBSTONE_EXPIRY,
-            f"no tombstone is still here more than delete.retention.ms={tc.delete_retention_ms} plus one schedule "
-            f"interval after the run that first cleaned it",
+            f"no tombstone is still here that had passed its horizon (delete.retention.ms={tc.delete_retention_ms} "
+            f"after the run that first cleaned it) by the last run's now, or one schedule interval ago",
             _named_by_hash(tc, hasher, "partition_id, offset_id",
                            f"lc_p AS partition_id, lc_o AS offset_id FROM {with_log_end} "
                            f"WHERE lc_tomb AND ({expired}) AND {not_log_end}")))
