@@ -202,6 +202,22 @@ def test_an_unreadable_quality_context_fails_validation_only(spark, lake_config,
     assert list(scratch.iterdir()) == []  # the context's scratch directory went all the same
 
 
+def test_a_dry_run_of_an_overdue_table_records_nothing_and_passes(spark, lake_config, table_name):
+    """A dry run commits nothing: it neither resets a table's failures nor counts one, validates
+    nothing (the untouched table would fail freshness, being overdue) and keeps no result."""
+    _table(spark, lake_config, table_name, {"max.compaction.lag.ms": "1000"})
+    store = StateStore(lake_config)
+    store.record_failure(table_name, "an earlier run failed", int(time.time() * 1000))
+    time.sleep(1.1)  # its records are now overdue: the table must be cleaned
+    now = int(time.time() * 1000)
+    (outcome,) = clean_tables(spark, lake_config, BatchRequest((table_name,), now, dry_run=True, record_outcomes=True,
+                                                               run_name="dry"), emit=lambda line: None)
+    assert outcome.status == "ok" and outcome.steps["compact"]["status"] == "dry_run", outcome
+    assert [outcome.steps[s]["status"] for s in ("maintain", "validate")] == ["skipped", "skipped"]
+    assert store.get(table_name).consecutive_failures == 1
+    assert list_results(lake_config, table_name) == []
+
+
 def test_an_application_that_validates_nothing_opens_no_quality_context(spark, lake_config, monkeypatch):
     """Great expectations is imported and its context opened by an application's first validation,
     not at its start (an application that validates nothing: 18.3 -> 10.6 CPU s): one whose table

@@ -15,7 +15,9 @@ did not reach. The first table always runs, so every application makes progress.
 The scheduler's chain (``record_outcomes``) also counts each table's cleaning failures (the Nth in
 a row marks it uncleanable) and calls the alert hook, and keeps a report document under the state
 root, rewritten as each table starts and ends, from which the DAG's summary (and its failure
-callback, should the application die) learns every table's outcome.
+callback, should the application die) learns every table's outcome. A dry run commits nothing, so
+it skips maintenance and validation and records no outcome: it cleans nothing, so it neither
+resets a table's failures nor counts one (nor fails a must-clean table on freshness).
 """
 from __future__ import annotations
 
@@ -228,7 +230,7 @@ class _BatchRun:
         spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
         while (table := self._take()) is not None:
             outcome = _clean_one(spark, self.cfg, table, self.request, suites)
-            if self.request.record_outcomes:
+            if self.request.record_outcomes and not self.request.dry_run:  # a dry run cleans nothing
                 _record(self.cfg, outcome, self.request.now_ms, self.emit)
             alive = outcome.status == TableStatus.OK or _spark_alive(spark)
             self._done(outcome, alive)
@@ -343,9 +345,10 @@ def _clean_one(spark, cfg: LakecleanerConfig, table: str, request: BatchRequest,
         try:
             if step == Step.COMPACT:
                 result = compact_table(spark, cfg, table, now_ms=request.now_ms, dry_run=request.dry_run)
+            elif request.dry_run:  # nothing changed: no maintenance, and nothing to validate as of this run
+                result = {"table": table, "status": "skipped", "reason": "dry run"}
             elif step == Step.MAINTAIN:
-                result = ({"table": table, "status": "skipped", "reason": "dry run"} if request.dry_run
-                          else maintain_table(spark, cfg, table, now_ms=request.now_ms))
+                result = maintain_table(spark, cfg, table, now_ms=request.now_ms)
             else:
                 result = suites.validate(spark, table, request.now_ms, request.run_name, request.interval_ms)
         except Exception as exc:  # noqa: BLE001 - one table's failure must not stop the others
