@@ -199,6 +199,29 @@ def test_a_compaction_raced_by_a_forget_stops_and_the_key_stays_gone(spark, lake
     assert not spark.catalog.tableExists(quarantine_table(lake_config, ref).sql().replace("`", ""))
 
 
+def test_a_cleaner_commit_after_the_request_read_the_table_is_read_again(spark, lake_config, table_name,
+                                                                         monkeypatch):
+    """A compaction that removes a superseded record of the key after the request counted the key's
+    records, before its MERGE: the request counts again, so the audit names what it removed and
+    its own commit, not the compaction's."""
+    ref = _filled(spark, lake_config, table_name)
+    check = guards.check_no_concurrent_cleaner
+    raced = []
+
+    def a_cleaner_commits_first(spark_, ref_, snapshot):
+        if not raced:
+            spark.sql(f"DELETE FROM {ref.sql()} WHERE key = 'alice' AND offset = 0")  # alice's superseded record
+            raced.append(catalog.iceberg_table(spark, ref).currentSnapshot().snapshotId())
+        return check(spark_, ref_, snapshot)
+
+    monkeypatch.setattr(guards, "check_no_concurrent_cleaner", a_cleaner_commits_first)
+    result = forget(spark, lake_config, ForgetRequest(table_name, ({"key": "alice"},)))
+    assert raced and result.removed_records == 2  # offset 2 and the offsetless record: not the raced one
+    [audit] = read_audit(spark, lake_config, table_name)
+    assert audit["committed_snapshot_id"] not in (None, raced[0])  # ours, not the compaction's
+    assert audit["removed_records"] == 2 and not spark.table(ref.sql()).where("key = 'alice'").count()
+
+
 def test_the_cli_forgets_through_spark_submit_with_the_keys_never_on_argv(spark, lake_config, config_file, table_name,
                                                                          tmp_path):
     ref = _composite(spark, lake_config, table_name)

@@ -10,8 +10,9 @@ themselves whether it is, and keep an audit record that names each key only by i
   quality suite tells an old record that came back (a failure) from new data.
 - **Serialized with compactions.** The deletes are a non-append commit, so a compaction that read
   the table before them stops at its pre-commit check (guards.before_commit) and can
-  never write back what the request removed; a compaction that committed first makes our MERGE's
-  own validation fail, and the request is retried on the new snapshot.
+  never write back what the request removed; a compaction that committed after the request read
+  the table is found by the same check before our MERGE (or fails the MERGE's own validation),
+  and the request is read and counted again on the new snapshot.
 - **Audited as it happens.** The audit row is written as soon as the delete commits (status
   ``deleted``) and completed after maintenance (``forgotten``); a request that fails in between is
   resumed from its audit row, without deleting again.
@@ -340,6 +341,10 @@ def _delete_once(spark, ref: TableRef, tc: TableConfig, keys) -> TableDelete:
     if not counts:
         return TableDelete({}, offsets, None, sequence)
     on = " AND ".join(f"t.{ident(c)} <=> s.{ident(c)}" for c in ident_cols)  # null-safe: by identity
+    # The MERGE plans on the table as it is, and Iceberg validates from there, not from the snapshot
+    # counted: a cleaner's commit since (appends are new data) would make the counts and the
+    # committed snapshot the audit keeps another commit's. Read again instead (retry_on_conflict).
+    guards.check_no_concurrent_cleaner(spark, ref, snapshot)
     merge_delete(spark, ref, doomed.select(*ident_cols).distinct(), on, name=f"lakecleaner_forget_{uuid.uuid4().hex}")
     ours = catalog.committed_snapshot(spark, ref, snapshot)
     return TableDelete(counts, offsets, ours and ours["snapshot_id"], sequence)

@@ -110,7 +110,7 @@ def retry_on_conflict(ref: TableRef, attempt: Callable[[], T], attempts: int) ->
         try:
             return attempt()
         except Exception as exc:
-            last = conflict_error(ref, exc)
+            last = exc if isinstance(exc, ConcurrentCommitError) else conflict_error(ref, exc)
             if last is None:
                 raise
             log.warning("lakecleaner: %s: %s; retrying", ref.short, last)
