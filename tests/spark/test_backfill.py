@@ -38,6 +38,50 @@ def test_a_run_behind_the_tables_last_now_takes_nothing_and_says_why(spark, lake
     assert StateStore(lake_config).get(table_name).consecutive_failures == 0
 
 
+@pytest.mark.parametrize("removes", [False, True])
+def test_a_checkpoint_another_run_moved_since_the_run_read_it_is_never_written_over(spark, lake_config, table_name,
+                                                                                  monkeypatch, removes):
+    """Another run (the scheduled one beside a backfill) that removed nothing moves the checkpoint
+    and commits no snapshot, so no pre-commit check sees it: this run's checkpoint, read before,
+    must not be written over it, which would move it back. This run's commit stands (whether its
+    MERGE removed anything or not), the other's checkpoint is kept and reported."""
+    from lakecleaner.core.config import CHECKPOINT_PROPERTY
+    from lakecleaner.core.rules import Checkpoint
+
+    ref = create_compacted_table(spark, lake_config, table_name, {"compaction.retain.log.end.record": "false"})
+    append(spark, ref, _rows(0, 6, keys=3 if removes else 6))
+    now = int(time.time() * 1000)  # the backfill's now, after the appends
+    theirs = Checkpoint().advanced(now + 50, {0: 4}, {}, 86_400_000, committed_ms=now + 50)  # cut short at offset 4
+    original = guards.check_no_concurrent_cleaner
+
+    def another_run_writes_its_checkpoint(spark_, ref_, snapshot):
+        spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ('{CHECKPOINT_PROPERTY}' = '{theirs.to_json()}')")
+        return original(spark_, ref_, snapshot)
+
+    monkeypatch.setattr(guards, "check_no_concurrent_cleaner", another_run_writes_its_checkpoint)
+    time.sleep(0.1)
+    [outcome] = clean_tables(spark, lake_config, BatchRequest((table_name,), now, steps=("compact",)))
+    monkeypatch.undo()
+    assert stored_checkpoint(spark, ref).to_json() == theirs.to_json()  # not moved back to the backfill's now
+    assert outcome.status == "ok" and outcome.steps["compact"]["removed_superseded"] == (3 if removes else 0)
+    assert outcome.steps["compact"]["checkpoint"] == {"0": 4}  # the checkpoint kept, as reported
+
+
+def test_a_run_that_committed_nothing_yields_to_a_checkpoint_moved_since_it_read_it(monkeypatch):
+    """The ranked path commits no MERGE when it removes nothing: then the other run's checkpoint
+    is all that changed, and this run yields, as when another cleaner beats it to a commit."""
+    from types import SimpleNamespace
+
+    from lakecleaner.core.rules import Checkpoint
+    from lakecleaner.core.table import ConcurrentCommitError, TableRef
+    from lakecleaner.spark import engine
+
+    monkeypatch.setattr(engine, "swap_property", lambda *args: False)
+    start = SimpleNamespace(ref=TableRef("lake", "t", "x"), ckpt_property=None)
+    with pytest.raises(ConcurrentCommitError, match="another run moved the checkpoint.*nothing committed"):
+        engine._write_checkpoint(None, start, Checkpoint(offsets={0: 1}), False, None)
+
+
 def test_a_run_another_cleaner_beat_to_the_commit_yields_and_is_not_counted(spark, lake_config, table_name,
                                                                            monkeypatch):
     ref = create_compacted_table(spark, lake_config, table_name)

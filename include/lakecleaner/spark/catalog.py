@@ -62,6 +62,33 @@ def iceberg_table(spark, ref: TableRef, refresh: bool = True):
     return table
 
 
+def swap_property(spark, ref: TableRef, name: str, expected: str | None, value: str, attempts: int = 3) -> bool:
+    """Set a table property only if it still holds ``expected`` (None: unset): False, and nothing
+    set, if it holds anything else. Iceberg's own property update (ALTER TABLE ... SET
+    TBLPROPERTIES) re-applies itself to whatever the table holds when its commit retries, so two
+    runs would each write their own; this one checks the value on the metadata it commits against,
+    and the catalog's commit fails if that metadata is no longer current (then it reads again)."""
+    from py4j.protocol import Py4JJavaError
+
+    from lakecleaner.core.table import ConcurrentCommitError
+
+    jvm = spark._jvm
+    ops = iceberg_table(spark, ref, refresh=False).operations()
+    for _ in range(attempts):
+        base = ops.refresh()
+        if base.properties().get(name) != expected:
+            return False
+        updated = jvm.org.apache.iceberg.TableMetadata.buildFrom(base).setProperties({name: value}).build()
+        try:
+            ops.commit(base, updated)
+            return True
+        except Py4JJavaError as exc:
+            if "CommitFailedException" not in str(exc.java_exception.getClass().getName()):
+                raise
+    raise ConcurrentCommitError(ref.short, f"{name} could not be committed: the table's metadata kept changing "
+                                           f"({attempts} attempts)")
+
+
 def commit_times(spark, ref: TableRef, snapshot_ids: Iterable[int]) -> dict[int, int]:
     """The commit time (epoch ms) of each snapshot the table's metadata still holds (an expired one
     is absent), from the table object as last loaded: snapshots never change. No Spark job: joining

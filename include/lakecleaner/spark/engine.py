@@ -35,7 +35,7 @@ from pyspark.sql import Column, DataFrame, functions as F, Window
 from lakecleaner.spark import guards, plans
 from lakecleaner.core.append_times import read_append_times
 from lakecleaner.core.table import (CompactionError, ConcurrentCommitError, TableRef, check_layout, first_line, create_unless_exists)
-from lakecleaner.spark.catalog import (current_snapshot, fail_point, format_version, load_table_config, committed_snapshot, iceberg_table, set_layout_defaults, table_exists)
+from lakecleaner.spark.catalog import (current_snapshot, fail_point, format_version, load_table_config, committed_snapshot, iceberg_table, set_layout_defaults, swap_property, table_exists)
 from lakecleaner.core.config import CHECKPOINT_PROPERTY, ConfigError, LakecleanerConfig, TableConfig
 from lakecleaner.core.records import CleanerStats, RunStatus
 from lakecleaner.spark.files import (bytes_scanned, clean_version_ceiling, data_files, dirty_records_bound, dirty_version_floors)
@@ -167,6 +167,7 @@ def _start(spark, cfg: LakecleanerConfig, ref: TableRef, now_ms: int, dry_run: b
     ckpt, reset = _reset_checkpoint(ref, tc, ckpt, files)
     stats = replace(stats, checkpoint_reset=reset)
     start = RunStart(ref=ref, tc=tc, fr=Frames(tc), snapshot=snapshot, ckpt=ckpt,
+                     ckpt_property=props.get(CHECKPOINT_PROPERTY),
                      retained=RunStart.internal(ckpt.retained), files=files,
                      base=spark.read.option("snapshot-id", snapshot).table(ref.sql()), now_ms=now_ms)
     return start, stats
@@ -340,13 +341,30 @@ def _commit(spark, cfg: LakecleanerConfig, start: RunStart, bad: BadRecords, rem
         stats = replace(stats, checkpoint=_ckpt_summary(new_ckpt),
                         cleaned_at_ms=first_clean_time(start.now_ms, committed_ms))
         if new_ckpt.to_json() != start.ckpt.to_json():
-            spark.sql(f"ALTER TABLE {ref.sql()} SET TBLPROPERTIES ('{CHECKPOINT_PROPERTY}' = '{new_ckpt.to_json()}')")
+            stats = _write_checkpoint(spark, start, new_ckpt, merged, stats)
         phase("checkpoint_s")
     except Exception as exc:
         if not merged:
             raise
         raise CommittedRunError(ref.short, stats, exc) from exc
     return replace(stats, phases=dict(phase.times))
+
+
+def _write_checkpoint(spark, start: RunStart, new_ckpt: Checkpoint, merged: bool, stats: CleanerStats) -> CleanerStats:
+    """The run's checkpoint, unless another run moved it since this one read it (a backfill beside
+    the scheduled run, neither of whose MERGEs the other's pre-commit check saw: one removed
+    nothing). Writing over it could move it backwards; leaving it makes the next run re-examine
+    what this one cleaned (and date later, never earlier, the tombstones it cleaned first)."""
+    ref = start.ref
+    if swap_property(spark, ref, CHECKPOINT_PROPERTY, start.ckpt_property, new_ckpt.to_json()):
+        return stats
+    if not merged:
+        raise ConcurrentCommitError(ref.short, "another run moved the checkpoint since this run read it; nothing "
+                                               "committed, the next run starts over")
+    log.warning("lakecleaner: table %s: another run moved the checkpoint since this run read it; its checkpoint is "
+                "kept (the next run re-examines what this one cleaned)", ref.short)
+    kept = Checkpoint.from_json(iceberg_table(spark, ref).properties().get(CHECKPOINT_PROPERTY))
+    return replace(stats, checkpoint=_ckpt_summary(kept))
 
 
 class CommittedRunError(CompactionError):

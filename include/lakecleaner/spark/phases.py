@@ -53,6 +53,7 @@ class RunStart:
     fr: Frames
     snapshot: int
     ckpt: Checkpoint
+    ckpt_property: str | None  # the checkpoint property as read: what the run's own write replaces
     retained: Offsets  # log ends an earlier run kept (the checkpoint's, by engine partition)
     files: DataFiles
     base: DataFrame  # the table at the pinned snapshot
