@@ -71,11 +71,18 @@ def test_an_appender_during_a_run_loses_nothing(spark, lake_config, table_name):
     thread = threading.Thread(target=appender)
     thread.start()
     try:
-        stats = compact_table(spark, lake_config, table_name, now_ms=now)
+        # An append landing at each of Iceberg's commit retries makes the run yield (nothing committed,
+        # nothing lost): seen once on a loaded machine, where this thread's appends share the run's
+        # table object. The run as of the same now is tried again, as the next interval's would be.
+        stats = None
+        for _ in range(3):
+            with contextlib.suppress(ConcurrentCommitError):
+                stats = compact_table(spark, lake_config, table_name, now_ms=now)
+                break
     finally:
         stop.set()
         thread.join()
-    assert stats["status"] == "committed" and stats["removed_superseded"] > 0
+    assert stats and stats["status"] == "committed" and stats["removed_superseded"] > 0
     assert appended, "the appender never committed during the run"
     assert record_ids(spark, ref) == sorted(expected + appended)
 
