@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from typing import Iterable
 
 from lakecleaner.core.table import (LAYOUT_PROPERTIES, CompactionError, NoSuchTableError, TableRef,
@@ -62,7 +63,7 @@ def iceberg_table(spark, ref: TableRef, refresh: bool = True):
     return table
 
 
-def swap_property(spark, ref: TableRef, name: str, expected: str | None, value: str, attempts: int = 3) -> bool:
+def swap_property(spark, ref: TableRef, name: str, expected: str | None, value: str, attempts: int = 5) -> bool:
     """Set a table property only if it still holds ``expected`` (None: unset): False, and nothing
     set, if it holds anything else. Iceberg's own property update (ALTER TABLE ... SET
     TBLPROPERTIES) re-applies itself to whatever the table holds when its commit retries, so two
@@ -74,7 +75,8 @@ def swap_property(spark, ref: TableRef, name: str, expected: str | None, value: 
 
     jvm = spark._jvm
     ops = iceberg_table(spark, ref, refresh=False).operations()
-    for _ in range(attempts):
+    for attempt in range(attempts):
+        time.sleep(0.1 * (2 ** attempt - 1))  # as Iceberg's own commit retries back off: 0, 0.1, 0.3 s...
         base = ops.refresh()
         if base.properties().get(name) != expected:
             return False
