@@ -8,8 +8,8 @@ import signal
 import time
 from typing import Iterable
 
-from lakecleaner.core.table import (LAYOUT_PROPERTIES, CompactionError, NoSuchTableError, TableRef,
-                                    create_unless_exists, first_line)
+from lakecleaner.core.table import (LAYOUT_PROPERTIES, CompactionError, ConcurrentCommitError, NoSuchTableError,
+                                    TableRef, create_unless_exists, first_line)
 from lakecleaner.core.config import ConfigError, LakecleanerConfig, TableConfig, is_compacted, resolve_table
 
 def load_table_config(spark, cfg: LakecleanerConfig, ref: TableRef) -> tuple[TableConfig, dict[str, str]]:
@@ -70,8 +70,6 @@ def swap_property(spark, ref: TableRef, name: str, expected: str | None, value: 
     runs would each write their own; this one checks the value on the metadata it commits against,
     and the catalog's commit fails if that metadata is no longer current (then it reads again)."""
     from py4j.protocol import Py4JJavaError
-
-    from lakecleaner.core.table import ConcurrentCommitError
 
     jvm = spark._jvm
     ops = iceberg_table(spark, ref, refresh=False).operations()
