@@ -2,7 +2,7 @@
 with its metadata database on a local PostgreSQL, running the lakecleaner DAG on tables of Iceberg's
 JDBC catalog on PostgreSQL. One live Airflow (the suite's most expensive set-up) serves three tests:
 
-- `airflow backfill create` over three past intervals of a scheduled DAG: each run cleans as of its
+- `airflow backfill create` over two past intervals of a scheduled DAG: each run cleans as of its
   own interval's end, and the table ends as the reference model says given those nows and the commit
   times the runs recorded; the Lake Cleaner page lists the runs;
 - the last interval's run has a second table to clean, filled within that interval only: its two
@@ -11,9 +11,11 @@ JDBC catalog on PostgreSQL. One live Airflow (the suite's most expensive set-up)
 - Airflow marks the backfill complete.
 
 The backfill needs a periodic schedule and intervals whose ends fall after the test's appends, so the
-DAG fires at three moments 20 s apart that the test picks (one append batch before each), and nowhere
+DAG fires at two moments 20 s apart that the test picks (one append batch before each), and nowhere
 else that day: a six-field cron expression, whose last field is the second (croniter's, which Airflow's
-cron timetables use; three whole minutes cost the set-up two more minutes of waiting). It is paused
+cron timetables use; whole minutes cost the set-up minutes of waiting). Two intervals are an earlier
+and a later one, which is all the proof needs: a third cost one more DAG run (a clean application,
+about 50 core-s on a slow machine) and proved nothing the second does not. It is paused
 at creation, so no scheduled run takes those intervals (catch-up is off: once unpaused, the scheduler
 would at once run the latest one, as of a later now than the backfill's, and leave the backfill
 nothing to clean). The backfill is created while it is paused (its runs wait, as
@@ -50,11 +52,13 @@ BF_TABLE = f"{NAMESPACE}.events"  # cleaned by every run of the backfill
 # Empty until the last interval: its run's second application (an empty table is clean, and rows
 # appended after a run's now are too young for it)
 LATE_TABLE = f"{NAMESPACE}.orders"
-# Short enough that a horizon counted from a backfill's now (FIRE_GAP apart) or from the wall clock (runs
-# tens of seconds apart) would remove batch 1's tombstones; counted from the real clean it never passes
-# during the backfill, whose nows all lie before its first commit.
-BF_PROPERTIES = {"delete.retention.ms": "10000", "min.cleanable.dirty.ratio": "0.01"}
+# Short enough that a horizon counted from a backfill's now (FIRE_GAP apart) or from the wall clock (the
+# two runs' commits are a whole clean application apart: tens of seconds) would remove batch 1's
+# tombstones; counted from the real clean it never passes during the backfill, whose nows all lie
+# before its first commit.
+BF_PROPERTIES = {"delete.retention.ms": "5000", "min.cleanable.dirty.ratio": "0.01"}
 FIRE_GAP = dt.timedelta(seconds=20)  # between the DAG's fire times: room for a batch (and the late table's)
+FIRES = 2  # the backfill's intervals: one append batch before each fire time
 
 
 def _late_rows(n=50, keys=6):
@@ -63,12 +67,12 @@ def _late_rows(n=50, keys=6):
 
 
 def _bf_batches() -> list[list[dict]]:
-    """Three appends. Batch 1: six keys, the last of k4 (partition 0) and k5 (partition 1) tombstones;
-    batches 2 and 3: k0..k3 only, so those tombstones stay their keys' winners, below the log end."""
+    """Two appends. Batch 1: six keys, the last of k4 (partition 0) and k5 (partition 1) tombstones;
+    batch 2: k0..k3 only, so those tombstones stay their keys' winners, below the log end."""
     def rows(lo, hi, keys, tombstones=()):
         return [{"key": f"k{i % keys}", "offset": i, "partition": i % 2, "value": None if i in tombstones else f"v{i}"}
                 for i in range(lo, hi)]
-    return [rows(0, 24, 6, tombstones=(22, 23)), rows(24, 40, 4), rows(40, 56, 4)]
+    return [rows(0, 24, 6, tombstones=(22, 23)), rows(24, 40, 4)]
 
 
 def _config(pg_config, path: Path) -> Path:
@@ -83,12 +87,12 @@ def _ms(when: dt.datetime) -> int:
 
 
 def _fire_times(after: float) -> list[dt.datetime]:
-    """Three times on whole seconds, FIRE_GAP apart within one minute, the first at least 5 s after
-    ``after`` (epoch seconds): one minute and hour, so one cron expression names exactly these three."""
+    """FIRES times on whole seconds, FIRE_GAP apart within one minute, the first at least 5 s after
+    ``after`` (epoch seconds): one minute and hour, so one cron expression names exactly these."""
     first = dt.datetime.fromtimestamp(after + 6, dt.timezone.utc).replace(microsecond=0)
-    if first.second + 2 * FIRE_GAP.seconds > 59:  # the last would fall in the next minute
+    if first.second + (FIRES - 1) * FIRE_GAP.seconds > 59:  # the last would fall in the next minute
         first = first.replace(second=0) + dt.timedelta(minutes=1)
-    return [first + i * FIRE_GAP for i in range(3)]
+    return [first + i * FIRE_GAP for i in range(FIRES)]
 
 
 def _cron(fires: list[dt.datetime]) -> str:
@@ -210,7 +214,7 @@ def _kill_processes_of(home: Path) -> list[str]:
 class Live:
     """The running Airflow and what the backfill was set up with."""
     airflow: AirflowPg
-    fires: list[dt.datetime]  # the DAG's three scheduled times: the backfill's intervals (their ends)
+    fires: list[dt.datetime]  # the DAG's scheduled times: the backfill's intervals (their ends)
     batches: list[list[dict]]
     records: list = field(default_factory=list)  # the backfill table's records before any run (model input)
     tc: object = None
@@ -232,8 +236,8 @@ class Live:
 
 @pytest.fixture(scope="module")
 def live(spark, pg_config, tmp_path_factory):
-    """Airflow with the DAG scheduled at three coming moments, paused; one append batch before each of
-    them, the late table's rows before the last; then `airflow backfill create` over the three
+    """Airflow with the DAG scheduled at two coming moments, paused; one append batch before each of
+    them, the late table's rows before the last; then `airflow backfill create` over the two
     intervals (the command the README shows) and the DAG unpaused."""
     ref = create_compacted_table(spark, pg_config, BF_TABLE, BF_PROPERTIES)
     late = create_compacted_table(spark, pg_config, LATE_TABLE)
@@ -292,15 +296,15 @@ def test_airflow_backfill_create_cleans_each_interval_as_of_its_end(spark, pg_co
         [at] = {appended[(row["partition"], row["offset"])] for row in batch}
         assert (ends[i - 1] if i else 0) < at < ends[i], (i, at, ends)
     runs = live.backfill_runs()
-    assert [(r[1], r[2]) for r in runs] == [("success", "backfill")] * 3, (runs, live.airflow.tail())
+    assert [(r[1], r[2]) for r in runs] == [("success", "backfill")] * FIRES, (runs, live.airflow.tail())
     assert [_ms(r[3]) for r in runs] == ends  # one run per interval, oldest first
     # the scheduler made no run of its own for those intervals (nor any other)
     assert live.airflow.query("SELECT run_id FROM dag_run WHERE run_type = 'scheduled'") == []
 
     history = [h for h in read_history(pg_config, BF_TABLE, newest_first=False) if not h["dry_run"]]
     assert [(h["status"], h["now_ms"]) for h in history] == [("committed", e) for e in ends], history
-    # each interval took its own batch: the later ones were younger than its end (wall-clock nows
-    # would have taken all three in the first run)
+    # each interval took its own batch: the later one was younger than its end (wall-clock nows
+    # would have taken both in the first run)
     assert [h["dirty_records_in_run"] for h in history] == [len(b) for b in live.batches]
 
     # Each run's commit time, as the table's checkpoint dates its clean (rules.first_clean_time: the
@@ -312,7 +316,7 @@ def test_airflow_backfill_create_cleans_each_interval_as_of_its_end(spark, pg_co
     commits = [at for at, _, _ in ckpt.history]
     windows = [live.airflow.query("SELECT start_date, end_date FROM task_instance WHERE run_id = %s AND "
                                   "task_id = 'clean' AND rendered_map_index = %s", r[0], BF_TABLE) for r in runs]
-    assert len(commits) == 3 and ckpt.as_of_ms == ends[-1], ckpt
+    assert len(commits) == FIRES and ckpt.as_of_ms == ends[-1], ckpt
     assert all(_ms(start) <= c <= _ms(end) for c, [(start, end)] in zip(commits, windows)), (commits, windows)
 
     expected, figures = _replay(live.records, live.tc, list(zip(ends, commits)))
@@ -333,13 +337,13 @@ def test_airflow_backfill_create_cleans_each_interval_as_of_its_end(spark, pg_co
 def test_the_last_intervals_run_cleans_two_tables_in_two_applications_at_once(spark, pg_config, live):
     """The late table, filled within the last interval only, is that run's second application."""
     runs = live.backfill_runs()
-    assert [(r[1], r[2]) for r in runs] == [("success", "backfill")] * 3, (runs, live.airflow.tail())
+    assert [(r[1], r[2]) for r in runs] == [("success", "backfill")] * FIRES, (runs, live.airflow.tail())
     clean = {run_id: live.airflow.query(
         "SELECT map_index, state, start_date, end_date, rendered_map_index, pool FROM task_instance "
         "WHERE dag_id = 'lakecleaner' AND run_id = %s AND task_id = 'clean' ORDER BY map_index", run_id)
         for run_id, *_ in runs}
     # one application per table, named by it: the late table's rows were too young for the earlier nows
-    assert [[row[4] for row in clean[r[0]]] for r in runs[:2]] == [[BF_TABLE], [BF_TABLE]], clean
+    assert [[row[4] for row in clean[r[0]]] for r in runs[:-1]] == [[BF_TABLE]] * (FIRES - 1), clean
     last = clean[runs[-1][0]]
     assert sorted(row[4] for row in last) == sorted((BF_TABLE, LATE_TABLE)), last
     assert [row[1] for row in last] == ["success", "success"], last

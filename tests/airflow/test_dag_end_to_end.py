@@ -386,7 +386,7 @@ def test_an_uncleanable_table_is_skipped_until_an_operator_clears_it(first_run, 
 
 def test_a_past_interval_forced_dry_run_applies_the_policy_as_of_its_end(first_run, dagbag, dag_config):
     """A run for a past interval (as a backfill makes them), forced and dry: the application's now is
-    the interval's end. A live `airflow backfill create` over three intervals, each cleaned as of its
+    the interval's end. A live `airflow backfill create` over two intervals, each cleaned as of its
     own end, is test_airflow_on_postgres's."""
     tick = first_run.tick
     end = tick + 3 * INTERVAL
