@@ -151,6 +151,22 @@ def test_above_the_broadcast_bound_joins_shuffle_and_agree_with_the_model(codege
         spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
 
 
+def test_a_nan_version_is_no_version_on_spark_as_in_the_model(spark, lake_config):
+    """A double version column: a NaN version is none (the record is anomalous and loses to any
+    versioned one, whatever its offset); infinity is a version. Spark orders NaN above every
+    number, so read as a version one NaN would win over every later update of its key."""
+    nan, inf = float("nan"), float("inf")
+    rec = lambda key, ver: {"key": key, "partition": 0, "timestamp": 1, "headers": None,  # noqa: E731
+                            "tombstone": None, "value": "x", "ver": ver}
+    props = {"compaction.strategy": "column", "compaction.strategy.header": "", "compaction.strategy.column": "ver",
+             "compaction.max.records.per.run": 1000, "compaction.retain.log.end.record": "false",
+             "delete.retention.ms": 1, "min.compaction.lag.ms": 0}
+    batches = [[rec("a", nan), rec("a", 1.0), rec("b", 2.0), rec("b", inf), rec("c", nan)],
+               [rec("a", nan), rec("a", 0.5), rec("b", nan), rec("c", nan), rec("d", -0.0)]]
+    _check_against_model(spark, lake_config, (props, False, batches, [(0, 1), (1, 1)]),
+                         schema=KAFKA_SCHEMA + ", `ver` double")
+
+
 @pytest.mark.parametrize("strategy", ["offset", "timestamp"])
 def test_keyless_log_ends_of_an_unpartitioned_table_agree_with_the_model(spark, lake_config, strategy):
     """A keyless log end is kept (copied once), replaced by a later keyless one, then by a keyed one."""

@@ -15,15 +15,16 @@ from lakecleaner.spark.frames import local_frame
 from lakecleaner_dev.tables import KAFKA_SCHEMA
 
 pytestmark = pytest.mark.spark
-SCHEMA = KAFKA_SCHEMA + ", `ver` bigint"
+SCHEMA = KAFKA_SCHEMA + ", `ver` bigint, `dver` double"
 COLUMNS = {"key": "string", "offset": "bigint", "partition": "int", "timestamp": "bigint",
            "headers": "array<struct<key:string,value:binary>>", "tombstone": "boolean", "value": "string",
-           "ver": "bigint"}
+           "ver": "bigint", "dver": "double"}
 STRATEGIES = {
     "offset": {"compaction.strategy": "offset"},
     "timestamp": {"compaction.strategy": "timestamp"},
     "header": {"compaction.strategy": "header", "compaction.strategy.header": "v"},
     "column": {"compaction.strategy": "column", "compaction.strategy.column": "ver"},
+    "column_double": {"compaction.strategy": "column", "compaction.strategy.column": "dver"},  # NaN: no version
 }
 
 header_value = st.one_of(
@@ -39,6 +40,7 @@ row = st.fixed_dictionaries({
     "value": st.sampled_from([None, "x"]),
     "timestamp": st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)),
     "ver": st.one_of(st.none(), st.integers(-3, 3)),
+    "dver": st.one_of(st.none(), st.sampled_from([float("nan"), float("inf"), float("-inf"), -0.0, 1.5])),
 })
 
 
@@ -64,6 +66,6 @@ def test_the_python_and_sql_renderings_of_each_role_agree(spark, rows):
 def test_a_header_decodes_as_kafkas_long_serializer_in_both(spark):
     s = Strategy(resolve_table("t", STRATEGIES["header"], COLUMNS))
     raw = struct.pack(">q", -(2**63) + 5)
-    df = local_frame(spark, [("k", 0, 0, 0, [{"key": "v", "value": raw}], None, "x", None)], SCHEMA)
+    df = local_frame(spark, [("k", 0, 0, 0, [{"key": "v", "value": raw}], None, "x", None, None)], SCHEMA)
     assert df.selectExpr(s.version_sql).collect()[0][0] == -(2**63) + 5
     assert s.version_of({"headers": [{"key": "v", "value": raw}]}) == (-(2**63) + 5, False)

@@ -857,6 +857,32 @@ def test_a_rows_version_per_strategy():
     assert _strategy({"compaction.strategy": "timestamp"}).version_of({"timestamp": None}) == (None, True)
 
 
+@pytest.mark.parametrize("strategy", ["timestamp", "column"])
+@pytest.mark.parametrize("kind", ["double", "float"])
+def test_a_nan_version_is_no_version_and_loses_to_any_version(strategy, kind):
+    """Spark orders NaN above every number: read as a version, one NaN would win over every later
+    update of its key for ever. It is no version, in Python and SQL alike (tests/spark/test_roles.py
+    checks the two agree on a double column)."""
+    from lakecleaner.core.model import Record, compact
+
+    column = "timestamp" if strategy == "timestamp" else "ver"
+    s = _strategy({"compaction.strategy": strategy, "compaction.strategy.column": "ver" if strategy == "column" else "",
+                   "compaction.retain.log.end.record": "false"},
+                  {"key": "string", "offset": "bigint", "value": "string", column: kind})
+    assert s.version_of({column: float("nan")}) == (None, True)
+    assert s.version_of({column: float("inf")}) == (float("inf"), False)
+    assert s.version_of({column: -0.0}) == (0.0, False)
+    assert s.version_sql == f"CASE WHEN isnan(`{column}`) THEN NULL ELSE `{column}` END"
+    assert s.has_version_sql == f"({s.version_sql} IS NOT NULL)"
+    # the reference model: the versioned record wins wherever the NaN ones stand, and NaNs count anomalous
+    for versions in ([float("nan"), 1.0, float("nan")], [1.0, float("nan"), float("nan")]):
+        rows = [s.version_of({column: v}) for v in versions]
+        records = [Record(0, o, ("a",), 0, version=v, anomalous=anomalous) for o, (v, anomalous) in enumerate(rows)]
+        out = compact(records, Checkpoint(), s.tc, now_ms=10)
+        assert [r.version for r in out.survivors(records)] == [1.0], versions
+        assert out.stats["anomalous"] == 2
+
+
 def test_a_rows_tombstone_follows_the_flag_then_the_value():
     s = _strategy({})
     assert s.tombstone_of({"tombstone": None, "value": None}) is True

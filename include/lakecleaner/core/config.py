@@ -160,7 +160,8 @@ READ_SPLIT_SETTINGS: dict[str, Setting] = {
 }
 
 INTEGRAL_TYPES = ("bigint", "int", "smallint", "tinyint")
-ORDERABLE_TYPES = INTEGRAL_TYPES + ("timestamp", "timestamp_ntz", "date", "double", "float")
+FLOATING_TYPES = ("double", "float")  # a version of these types may be NaN: no version (strategies.Strategy)
+ORDERABLE_TYPES = INTEGRAL_TYPES + ("timestamp", "timestamp_ntz", "date") + FLOATING_TYPES
 HEADERS_TYPE = "array<struct<key:string,value:binary>>"
 
 
@@ -187,6 +188,7 @@ class TableConfig:
     value_column: str | None
     read_split: tuple[int, int]  # Iceberg's (read.split.open-file-cost, read.split.target-size)
     snapshot_retention: tuple[int | None, int] = (None, 1)  # see snapshot_retention()
+    version_type: str | None = None  # the version column's Spark type, where a column is the version
 
     @property
     def versioned(self) -> bool:
@@ -205,6 +207,7 @@ class StrategyRoles:
     version_column: str  # the compaction.strategy.column setting (checked by the column strategy only)
     timestamp_column: str | None = None
     headers_column: str | None = None
+    version_type: str | None = None  # the Spark type of the column the version is read from, if any
 
 
 @dataclass(frozen=True)
@@ -389,6 +392,7 @@ def resolve_table(
         value_column=value,
         read_split=read_split(table, properties),
         snapshot_retention=snapshot_retention(table, properties),
+        version_type=roles.version_type,
     )
 
 

@@ -15,12 +15,13 @@ here (tests/unit/test_strategies.py registers one).
 """
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Mapping, Sequence
 
-from lakecleaner.core.config import (HEADERS_TYPE, INTEGRAL_TYPES, ORDERABLE_TYPES, ConfigError, StrategyRoles,
-                                     TableConfig, TableSchema)
+from lakecleaner.core.config import (FLOATING_TYPES, HEADERS_TYPE, INTEGRAL_TYPES, ORDERABLE_TYPES, ConfigError,
+                                     StrategyRoles, TableConfig, TableSchema)
 from lakecleaner.core.rules import (NO_PARTITION_VALUE, QUARANTINE_NULL_KEY, QUARANTINE_NULL_OFFSET,
                                     QUARANTINE_NULL_PARTITION)
 
@@ -176,8 +177,12 @@ class Strategy:
 
     @property
     def version_sql(self) -> str:
-        """The record's version (null: none)."""
-        return ident(self.version_column)
+        """The record's version (null: none). A NaN is none: Spark orders NaN above every number, so
+        a record with one would win over every later update of its key for ever."""
+        column = ident(self.version_column)
+        if self.tc.version_type in FLOATING_TYPES:
+            return f"CASE WHEN isnan({column}) THEN NULL ELSE {column} END"
+        return column
 
     @property
     def has_version_sql(self) -> str:
@@ -187,6 +192,8 @@ class Strategy:
         """Python (the reference model): a table row's (version, anomalous), as version_sql and
         has_version_sql give them; the row is a dict of the table's columns."""
         version = row.get(self.version_column)
+        if isinstance(version, float) and math.isnan(version):  # as version_sql: no version
+            version = None
         return version, version is None
 
     def tombstone_of(self, row: Mapping[str, Any]) -> bool:
@@ -299,7 +306,7 @@ class TimestampStrategy(Strategy, name="timestamp"):
     @classmethod
     def resolve(cls, schema: TableSchema) -> StrategyRoles:
         timestamp = schema.column("compaction.timestamp.column", True, ORDERABLE_TYPES)
-        return replace(super().resolve(schema), timestamp_column=timestamp)
+        return replace(super().resolve(schema), timestamp_column=timestamp, version_type=schema.types[timestamp.lower()])
 
     @property
     def version_column(self) -> str | None:
@@ -357,7 +364,8 @@ class ColumnStrategy(Strategy, name="column"):
         if schema.types[name.lower()] not in ORDERABLE_TYPES:
             raise ConfigError(schema.table, prop, name, f"column has type {schema.types[name.lower()]}, expected "
                                                         f"one of {', '.join(ORDERABLE_TYPES)}")
-        return StrategyRoles(cls.name, schema.safe(prop, schema.spelling[name.lower()]))
+        return StrategyRoles(cls.name, schema.safe(prop, schema.spelling[name.lower()]),
+                             version_type=schema.types[name.lower()])
 
     @property
     def version_column(self) -> str | None:
