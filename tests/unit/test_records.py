@@ -119,7 +119,7 @@ def test_plan_run_clears_the_marks_asked_evaluates_records_and_packs(cfg, monkey
     StateStore(cfg).record_failure("a.fixed", "boom", now_ms=1)
     seen = []
 
-    def evaluate_all(c, tables, now_ms):  # as the real one: every table, or a row for each name asked
+    def evaluate_all(c, tables, now_ms, ignore_marks=()):  # as the real one: every table, or a row for each name asked
         if tables:
             return [Evaluation(t, "invalid config", f"table {t}: invalid") for t in tables]
         seen.append(StateStore(c).uncleanable_reason("a.fixed"))
@@ -139,6 +139,28 @@ def test_plan_run_clears_the_marks_asked_evaluates_records_and_packs(cfg, monkey
     assert scheduler.last_evaluation(cfg).row("a.idle")["status"] == "not eligible"
     forced = scheduler.plan_run(cfg, 2_000, tables=["a.idle"], force=True)
     assert [j.table for j in forced.jobs] == ["a.idle"] and forced.jobs[0].reason == "forced"
+
+
+def test_a_dry_run_clears_no_mark_and_evaluates_the_tables_as_if_cleared(cfg, monkeypatch):
+    """dry_run commits nothing: clear_uncleanable beside it leaves the mark and the failures counted
+    (the next scheduled run must still skip the table), while the preview evaluates it as cleared."""
+    store = StateStore(cfg)
+    for _ in range(3):
+        store.record_failure("a.stuck", "boom", now_ms=1)
+    assert store.uncleanable_reason("a.stuck")
+    asked = []
+
+    def evaluate_all(c, tables, now_ms, ignore_marks=()):
+        asked.append((set(ignore_marks), StateStore(c).uncleanable_reason("a.stuck") is not None))
+        return [Evaluation("a.stuck", "eligible", "dirty", dirty_ratio=0.9)]
+
+    monkeypatch.setattr(scheduler, "evaluate_all", evaluate_all)
+    run = scheduler.plan_run(cfg, 1_000, clear_uncleanable=["lake.a.stuck"], dry_run=True)
+    assert asked == [({"a.stuck"}, True)] and [j.table for j in run.jobs] == ["a.stuck"]
+    state = StateStore(cfg).get("a.stuck")
+    assert state.uncleanable and state.consecutive_failures == 3  # nothing cleared
+    scheduler.plan_run(cfg, 2_000, clear_uncleanable=["a.stuck"])  # the real thing clears it
+    assert asked[-1] == (set(), False) and StateStore(cfg).uncleanable_reason("a.stuck") is None
 
 
 def test_finish_run_reads_the_reports_named_from_the_run_and_the_history_of_its_interval(cfg, monkeypatch):

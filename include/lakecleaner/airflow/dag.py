@@ -244,7 +244,7 @@ def evaluate(config: str | None, schedule: str | None, params=None, catalog_conn
     given, cfg = catalog_and_config(config, catalog_conn_id)
     notify.load_notifiers(cfg.notifiers)  # a bad notifiers: entry fails the run here, naming it
     run = scheduler.plan_run(cfg, _now_ms(context), tables=params["tables"], force=params["force"],
-                             clear_uncleanable=params["clear_uncleanable"])
+                             clear_uncleanable=params["clear_uncleanable"], dry_run=params["dry_run"])
     ti = context["ti"]
     ti.xcom_push(key="evaluations", value=[e.as_dict() for e in run.evaluations])
     figures = metrics.evaluation_metrics(run.evaluations)  # Kafka's cleaner gauges

@@ -8,7 +8,7 @@ import logging
 import re
 import time
 from dataclasses import dataclass, fields, replace
-from typing import Iterable, Mapping
+from typing import Collection, Iterable, Mapping
 
 from lakecleaner.core.config import DEFAULT_INTERVAL_MS, ConfigError, LakecleanerConfig, is_compacted
 from lakecleaner.core.evaluate import Evaluation, cleaning_order, evaluate_table
@@ -23,10 +23,12 @@ log = logging.getLogger("lakecleaner")
 
 
 def evaluate_all(cfg: LakecleanerConfig, tables: Iterable[str] | None = None, now_ms: int | None = None,
-                 namespaces: Iterable[str] = ()) -> list[Evaluation]:
+                 namespaces: Iterable[str] = (), ignore_marks: Collection[str] = ()) -> list[Evaluation]:
     """One row per compacted table (of ``namespaces``, each of which must exist: ConfigError; default
     cleaner.namespaces or all). A table whose metadata, checkpoint or state cannot be read or whose
-    config is invalid gets a row saying so; the others are still evaluated."""
+    config is invalid gets a row saying so; the others are still evaluated. ``ignore_marks``: tables
+    evaluated as if their uncleanable mark were cleared (a dry run's clear_uncleanable, which clears
+    nothing)."""
     namespaces = tuple(namespaces)
     now_ms = int(now_ms if now_ms is not None else time.time() * 1000)
     reader, store = MetadataReader(cfg, ManifestStatsCache(cfg)), StateStore(cfg)
@@ -59,7 +61,7 @@ def evaluate_all(cfg: LakecleanerConfig, tables: Iterable[str] | None = None, no
                 out.append(Evaluation(name, EvaluationStatus.INVALID_CONFIG, f"table {name}: cleanup.policy is not compact"))
             continue
         try:
-            uncleanable = store.uncleanable_reason(name)
+            uncleanable = None if name in ignore_marks else store.uncleanable_reason(name)
         except Exception as exc:  # noqa: BLE001 - its uncleanable mark is unknown: not cleaned, said so
             out.append(Evaluation(name, EvaluationStatus.UNREADABLE, str(exc) if str(exc).startswith(f"table {name}")
                                   else f"table {name}: cannot read cleaner state: {type(exc).__name__}: {exc}"))
@@ -412,15 +414,18 @@ class RunPlan:
 
 
 def plan_run(cfg: LakecleanerConfig, now_ms: int, *, tables: Iterable[str] = (), force: bool = False,
-             clear_uncleanable: Iterable[str] = ()) -> RunPlan:
+             clear_uncleanable: Iterable[str] = (), dry_run: bool = False) -> RunPlan:
     """One run's evaluate step: clear the marks an operator asked to, evaluate every compacted
-    table, record the evaluation for the UI, and plan and pack the tables to clean."""
+    table, record the evaluation for the UI, and plan and pack the tables to clean. A dry run
+    commits nothing, the marks included: it evaluates those tables as if cleared."""
     from lakecleaner.core.evaluate import format_table
 
     tables, clear_uncleanable = list(tables), list(clear_uncleanable)
-    for cleared in clear_marks(cfg, clear_uncleanable):
-        (log.info if cleared.ok else log.error)("lakecleaner: clear_uncleanable: %s", cleared.message)
-    found = evaluate_all(cfg, None, now_ms)
+    cleared = clear_marks(cfg, clear_uncleanable, dry_run=dry_run)
+    for mark in cleared:
+        (log.info if mark.ok else log.error)("lakecleaner: clear_uncleanable: %s", mark.message)
+    previewed = {_short(cfg, m.table) for m in cleared if m.ok} if dry_run else set()
+    found = evaluate_all(cfg, None, now_ms, ignore_marks=previewed)
     not_found = _not_found(cfg, {"tables": tables, "clear_uncleanable": clear_uncleanable}, found, now_ms)
     evaluations = found + not_found
     log.info("lakecleaner: evaluation at now_ms=%d\n%s", now_ms, format_table(evaluations))
@@ -493,10 +498,11 @@ class ClearedMark:
     message: str
 
 
-def clear_marks(cfg: LakecleanerConfig, tables: Iterable[str]) -> list[ClearedMark]:
+def clear_marks(cfg: LakecleanerConfig, tables: Iterable[str], dry_run: bool = False) -> list[ClearedMark]:
     """An operator's word that tables are fixed (the CLI's clear-uncleanable, a run's clear_uncleanable
     param): each table's failures counted so far forgiven. A name is parsed as every command parses
-    it; one with nothing counted (a typo, a healthy table) is said to have nothing to clear."""
+    it; one with nothing counted (a typo, a healthy table) is said to have nothing to clear. A dry
+    run checks each name the same way and clears nothing."""
     store, out, cleared = StateStore(cfg), [], set()
     for name in tables:
         try:
@@ -512,6 +518,11 @@ def clear_marks(cfg: LakecleanerConfig, tables: Iterable[str]) -> list[ClearedMa
                                                     "uncleanable: nothing to clear (is the name right?)"))
                 continue
             was_marked = state is None or state.uncleanable
+            if dry_run:
+                cleared.add(table)
+                out.append(ClearedMark(name, True, f"{table}: dry run, its mark and failed runs stay; evaluated as if "
+                                                   "cleared"))
+                continue
             store.clear(table)
             cleared.add(table)
         except (ValueError, StateError, OSError) as exc:  # a bad name, or state it cannot write: named, the rest go on
