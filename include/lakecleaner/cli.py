@@ -15,7 +15,7 @@ from lakecleaner.core.config import (CONFIG_ENV, DEFAULT_CONFIG_PATH, DEFAULT_IN
                                      config_schema, load_config)
 from lakecleaner.core.submit import death_reason, parse_results, submit_command
 from lakecleaner.core.quality_rules import Severity
-from lakecleaner.core.rules import now_in_future
+from lakecleaner.core.rules import check_now_ms, now_in_future
 
 
 def run_job(cfg, config_path: str, job: str, job_args: list[str]) -> tuple[int, list[dict], str]:
@@ -48,6 +48,10 @@ def now_ms_arg(value: str) -> int:
         now = int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a time in epoch milliseconds: {value!r}") from None
+    try:
+        check_now_ms(now)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     clock = int(time.time() * 1000)
     if now_in_future(now, clock):
         raise argparse.ArgumentTypeError(

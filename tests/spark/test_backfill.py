@@ -38,6 +38,17 @@ def test_a_run_behind_the_tables_last_now_takes_nothing_and_says_why(spark, lake
     assert StateStore(lake_config).get(table_name).consecutive_failures == 0
 
 
+def test_a_now_before_1970_is_refused_before_anything_is_removed(spark, lake_config, table_name):
+    """Its checkpoint would be one the cleaner refuses to read: the table would fail every later run."""
+    from lakecleaner.core.table import CompactionError
+
+    ref = create_compacted_table(spark, lake_config, table_name, {"compaction.retain.log.end.record": "false"})
+    append(spark, ref, _rows(0, 6))
+    with pytest.raises(CompactionError, match=f"table {table_name}: now -1 is before 1970"):
+        compact_table(spark, lake_config, table_name, now_ms=-1)
+    assert stored_checkpoint(spark, ref).as_of_ms is None and spark.table(ref.sql()).count() == 6
+
+
 @pytest.mark.parametrize("removes", [False, True])
 def test_a_checkpoint_another_run_moved_since_the_run_read_it_is_never_written_over(spark, lake_config, table_name,
                                                                                   monkeypatch, removes):

@@ -44,6 +44,10 @@ def test_a_past_now_and_bad_values():
         cli.now_ms_arg("tomorrow")
     with pytest.raises(Exception, match="beyond the calendar"):
         cli.now_ms_arg(str(10**20))
+    # a checkpoint as of a negative now is one the cleaner refuses to read: the table would fail every run
+    with pytest.raises(Exception, match="now -1 is before 1970"):
+        cli.now_ms_arg("-1")
+    assert cli.now_ms_arg("0") == 0
 
 
 def test_evaluate_takes_a_future_now(tmp_path, capsys):

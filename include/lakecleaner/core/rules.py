@@ -63,6 +63,13 @@ def tombstone_check_ms(as_of_ms: int | None, now_ms: int, interval_ms: int) -> i
 CLOCK_SKEW_MS = 60_000  # how far a typed now may run ahead of this machine's clock (clocks differ)
 
 
+def check_now_ms(now_ms: int) -> None:
+    """A run's now is an epoch time, never before 1970: a checkpoint dated before it is one
+    Checkpoint.from_json refuses, so the table would fail every later run until an operator mended it."""
+    if now_ms < 0:
+        raise ValueError(f"now {now_ms} is before 1970 (epoch milliseconds are never negative)")
+
+
 def now_in_future(now_ms: int, clock_ms: int) -> bool:
     """A run's now ahead of the clock: refused where a person types it (a backfill's or a test's
     now lies in the past). A run as of the future expires tombstones before delete.retention.ms has

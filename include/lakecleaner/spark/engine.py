@@ -41,7 +41,7 @@ from lakecleaner.core.records import CleanerStats, RunStatus
 from lakecleaner.spark.files import (bytes_scanned, clean_version_ceiling, data_files, dirty_records_bound, dirty_version_floors)
 from lakecleaner.spark.frames import Frames, at_positions, clean_pred, dirty_scan, local_frame, partition_pred, small_df
 from lakecleaner.spark.history import record_history
-from lakecleaner.core.rules import (NO_PARTITION, Checkpoint, CheckpointError, Partition, allot_budget, bad_records_at_log_end, first_clean_time, partition_value, run_ends)
+from lakecleaner.core.rules import (NO_PARTITION, Checkpoint, CheckpointError, Partition, allot_budget, bad_records_at_log_end, check_now_ms, first_clean_time, partition_value, run_ends)
 from lakecleaner.core.datafiles import file_log_ends
 from lakecleaner.spark.phases import (BadRecords, CleanPart, CleanRivals, DataFiles, Held, KeyMap, Offsets, RunRange,
                                       RunStart)
@@ -60,6 +60,10 @@ def compact_table(spark, cfg: LakecleanerConfig, table: str, now_ms: int | None 
     started = time.time()
     stats = CleanerStats(run_id=run_id, table=ref.short, now_ms=now_ms, dry_run=dry_run)
     try:
+        try:
+            check_now_ms(now_ms)
+        except ValueError as exc:
+            raise CompactionError(ref.short, str(exc)) from None
         stats = _compact(spark, cfg, ref, now_ms, dry_run, stats)
         stats = replace(stats, status=stats.status or (RunStatus.DRY_RUN if dry_run else RunStatus.COMMITTED))
     except Exception as exc:  # noqa: BLE001 - record the failure, then fail loudly
