@@ -247,3 +247,31 @@ def test_the_interval_comes_from_the_cron_expression_where_runs_have_zero_length
     assert scheduler.schedule_interval_ms("0 9 * * 1-5", at, at) == 2 * 3_600_000  # to the next run, 09:00
     assert scheduler.schedule_interval_ms("0 * * * *", at - dt.timedelta(hours=2), at) == 7_200_000  # an interval
     assert scheduler.schedule_interval_ms(None, at, at) == scheduler.DEFAULT_INTERVAL_MS  # triggered only
+
+
+def test_a_tables_unreadable_version_hint_is_its_own_row_not_the_end_of_the_listing(tmp_path):
+    """A Hadoop warehouse is listed by its tables' directories; one table's version hint that names
+    no version (a torn write, a stray editor) makes that table unreadable, naming the file, and the
+    others are evaluated (it used to stop the evaluation of every table, naming none)."""
+    from pyiceberg.partitioning import PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.table.metadata import new_table_metadata
+    from pyiceberg.table.sorting import SortOrder
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    from lakecleaner.core.config import CatalogConfig, LakecleanerConfig
+
+    schema = Schema(NestedField(1, "key", StringType()), NestedField(2, "offset", LongType()),
+                    NestedField(3, "value", StringType()))
+    for name, hint in (("good", b"1\n"), ("torn", b"\xff\xfe1")):
+        metadata = tmp_path / "ns" / name / "metadata"
+        metadata.mkdir(parents=True)
+        table = new_table_metadata(schema, PartitionSpec(), SortOrder(), str(metadata.parent), {"cleanup.policy": "compact"})
+        (metadata / "v1.metadata.json").write_text(table.model_dump_json())
+        (metadata / "version-hint.text").write_bytes(hint)
+    rows = {e.table: e for e in scheduler.evaluate_all(LakecleanerConfig(catalog=CatalogConfig(warehouse=str(tmp_path))),
+                                                       None, 10**12)}
+    assert rows["ns.good"].status == "not eligible", rows["ns.good"]
+    torn = rows["ns.torn"]
+    assert torn.status == "unreadable" and torn.reason.startswith("table ns.torn: cannot read metadata"), torn
+    assert "version-hint.text names no metadata version" in torn.reason

@@ -49,8 +49,10 @@ def spark_type(t: T.IcebergType) -> str:
     return str(t)
 
 
-def _hadoop_tables(warehouse: str, namespaces: tuple[str, ...]) -> Iterator[tuple[str, str]]:
-    """(namespace.table, current metadata file) for every table under a Hadoop warehouse."""
+def _hadoop_tables(warehouse: str, namespaces: tuple[str, ...]) -> Iterator[str]:
+    """namespace.table for every table under a Hadoop warehouse: a directory with a version hint.
+    The hint is not read here: one table's unreadable hint is that table's problem (load says so),
+    not the end of every table's evaluation."""
     root = Path(warehouse.removeprefix("file:"))
     if not root.is_dir():
         return
@@ -58,9 +60,18 @@ def _hadoop_tables(warehouse: str, namespaces: tuple[str, ...]) -> Iterator[tupl
         if namespaces and ns.name not in namespaces:
             continue
         for tdir in sorted(p for p in ns.iterdir() if p.is_dir()):
-            hint = tdir / "metadata" / "version-hint.text"
-            if hint.is_file():
-                yield f"{ns.name}.{tdir.name}", str(tdir / "metadata" / f"v{hint.read_text().strip()}.metadata.json")
+            if (tdir / "metadata" / "version-hint.text").is_file():
+                yield f"{ns.name}.{tdir.name}"
+
+
+def _hadoop_metadata_file(metadata_dir: Path) -> str:
+    """The current metadata file its version hint names; a hint that names no version is an error
+    naming the file."""
+    hint = metadata_dir / "version-hint.text"
+    version = hint.read_bytes().strip()
+    if not version.isdigit():
+        raise ValueError(f"{hint} names no metadata version: {version[:40]!r}")
+    return str(metadata_dir / f"v{int(version)}.metadata.json")
 
 
 class MetadataReader:
@@ -83,7 +94,7 @@ class MetadataReader:
         """Every table in the catalog (filtered by namespace); the caller keeps cleanup.policy=compact."""
         namespaces = namespaces or self.cfg.cleaner.namespaces
         if self.cfg.catalog.type == "hadoop":
-            return [name for name, _ in _hadoop_tables(self.cfg.catalog.warehouse, namespaces)]
+            return list(_hadoop_tables(self.cfg.catalog.warehouse, namespaces))
         out = []
         for ns in self.catalog().list_namespaces():
             if namespaces and ns[-1] not in namespaces:
@@ -108,8 +119,7 @@ class MetadataReader:
             tdir = Path(self.cfg.catalog.warehouse.removeprefix("file:")) / ns / name / "metadata"
             if not tdir.parent.is_dir():
                 raise NoSuchTableError(table, f"no such table in catalog {self.cfg.catalog.name}")
-            version = (tdir / "version-hint.text").read_text().strip()
-            return StaticTable.from_metadata(str(tdir / f"v{version}.metadata.json"))
+            return StaticTable.from_metadata(_hadoop_metadata_file(tdir))
         try:
             return self.catalog().load_table(table)
         except PyicebergNoSuchTable:
