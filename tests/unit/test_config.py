@@ -521,6 +521,16 @@ def test_is_compacted(props, expected):
     assert is_compacted(props) is expected
 
 
+@pytest.mark.parametrize("policy", ["Compact", "compact,Delete", "compact,gone"])
+def test_a_cleanup_policy_kafka_refuses_is_a_config_error_of_the_table(policy):
+    """resolve_table, which the engine, the view and evaluation all go through: "compact,Delete" is
+    compacted to is_compacted, but Kafka refuses it, and so does the cleaner, naming the table."""
+    with pytest.raises(ConfigError, match=f"table {TABLE}: cleanup.policy='{policy}' is invalid: .* is not one of "
+                                          "compact, delete"):
+        resolve_table(TABLE, {"cleanup.policy": policy}, ALL_COLUMNS)
+    assert resolve_table(TABLE, {"cleanup.policy": "delete, compact"}, ALL_COLUMNS).table == TABLE
+
+
 # ================================================================ CatalogConfig
 @pytest.mark.parametrize("type_,spark_type,warehouse", [
     ("hadoop", "hadoop", "file:///data/wh"),  # a Hadoop catalog's warehouse is local (test_config_typed.py)

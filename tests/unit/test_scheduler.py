@@ -253,25 +253,48 @@ def test_a_tables_unreadable_version_hint_is_its_own_row_not_the_end_of_the_list
     """A Hadoop warehouse is listed by its tables' directories; one table's version hint that names
     no version (a torn write, a stray editor) makes that table unreadable, naming the file, and the
     others are evaluated (it used to stop the evaluation of every table, naming none)."""
-    from pyiceberg.partitioning import PartitionSpec
-    from pyiceberg.schema import Schema
-    from pyiceberg.table.metadata import new_table_metadata
-    from pyiceberg.table.sorting import SortOrder
-    from pyiceberg.types import LongType, NestedField, StringType
-
     from lakecleaner.core.config import CatalogConfig, LakecleanerConfig
 
-    schema = Schema(NestedField(1, "key", StringType()), NestedField(2, "offset", LongType()),
-                    NestedField(3, "value", StringType()))
-    for name, hint in (("good", b"1\n"), ("torn", b"\xff\xfe1")):
-        metadata = tmp_path / "ns" / name / "metadata"
-        metadata.mkdir(parents=True)
-        table = new_table_metadata(schema, PartitionSpec(), SortOrder(), str(metadata.parent), {"cleanup.policy": "compact"})
-        (metadata / "v1.metadata.json").write_text(table.model_dump_json())
-        (metadata / "version-hint.text").write_bytes(hint)
+    _hadoop_table(tmp_path, "good", {"cleanup.policy": "compact"})
+    _hadoop_table(tmp_path, "torn", {"cleanup.policy": "compact"}, hint=b"\xff\xfe1")
     rows = {e.table: e for e in scheduler.evaluate_all(LakecleanerConfig(catalog=CatalogConfig(warehouse=str(tmp_path))),
                                                        None, 10**12)}
     assert rows["ns.good"].status == "not eligible", rows["ns.good"]
     torn = rows["ns.torn"]
     assert torn.status == "unreadable" and torn.reason.startswith("table ns.torn: cannot read metadata"), torn
     assert "version-hint.text names no metadata version" in torn.reason
+
+
+def _hadoop_table(warehouse, name, properties, hint=b"1\n"):
+    """An empty table's metadata under a Hadoop warehouse's namespace ns, written by pyiceberg."""
+    from pyiceberg.partitioning import PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.table.metadata import new_table_metadata
+    from pyiceberg.table.sorting import SortOrder
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    schema = Schema(NestedField(1, "key", StringType()), NestedField(2, "offset", LongType()),
+                    NestedField(3, "value", StringType()))
+    metadata = warehouse / "ns" / name / "metadata"
+    metadata.mkdir(parents=True)
+    table = new_table_metadata(schema, PartitionSpec(), SortOrder(), str(metadata.parent), properties)
+    (metadata / "v1.metadata.json").write_text(table.model_dump_json())
+    (metadata / "version-hint.text").write_bytes(hint)
+
+
+def test_a_cleanup_policy_kafka_would_refuse_is_said_not_taken_for_another_policy(tmp_path):
+    """cleanup.policy=Compact (or compacted) left a table uncleaned for ever without a word."""
+    from lakecleaner.core.config import CatalogConfig, LakecleanerConfig
+
+    for name, policy in (("cased", "Compact"), ("typo", "compacted"), ("mixed", "compact,Delete"),
+                         ("kafkas", "compact, delete"), ("deleted", "delete")):
+        _hadoop_table(tmp_path, name, {"cleanup.policy": policy})
+    _hadoop_table(tmp_path, "plain", {})
+    rows = {e.table: e for e in scheduler.evaluate_all(LakecleanerConfig(catalog=CatalogConfig(warehouse=str(tmp_path))),
+                                                       None, 10**12)}
+    assert {t: e.status for t, e in rows.items()} == {
+        "ns.cased": "invalid config", "ns.typo": "invalid config", "ns.mixed": "invalid config",
+        "ns.kafkas": "not eligible"}  # delete only, or no policy: not the cleaner's, not listed
+    assert rows["ns.cased"].reason == ("table ns.cased: cleanup.policy='Compact' is invalid: 'Compact' is not one of "
+                                       "compact, delete (Kafka's values, lower case)")
+    assert "'Delete' is not one of" in rows["ns.mixed"].reason

@@ -255,8 +255,24 @@ def raw_setting(prop: str, properties: Mapping[str, str], defaults: Mapping[str,
     return TABLE_SETTINGS[prop].default
 
 
+CLEANUP_POLICIES = ("compact", "delete")  # Kafka's values of cleanup.policy, a list, lower case
+
+
 def is_compacted(properties: Mapping[str, str]) -> bool:
     return "compact" in [p.strip() for p in properties.get(CLEANUP_POLICY, "").split(",")]
+
+
+def cleanup_policy_error(table: str, properties: Mapping[str, str]) -> ConfigError | None:
+    """What is wrong with a table's cleanup.policy, if anything: a value Kafka would refuse
+    ("Compact", "compacted") must not leave the table uncleaned without a word."""
+    if CLEANUP_POLICY not in properties:
+        return None
+    unknown = [p.strip() for p in properties[CLEANUP_POLICY].split(",") if p.strip() not in CLEANUP_POLICIES]
+    if not unknown:
+        return None
+    return ConfigError(table, CLEANUP_POLICY, properties[CLEANUP_POLICY], f"{', '.join(map(repr, unknown))} is not "
+                                                                         f"one of {', '.join(CLEANUP_POLICIES)} "
+                                                                         "(Kafka's values, lower case)")
 
 
 def _parsed(table: str, setting: Setting, raw: Any) -> Any:
@@ -342,6 +358,8 @@ def resolve_table(
     from lakecleaner.core.strategies import strategy_class  # the registry; it imports this module
 
     defaults = defaults or {}
+    if error := cleanup_policy_error(table, properties):
+        raise error
     values: dict[str, Any] = {}
     explicit: set[str] = set()
     for prop, setting in TABLE_SETTINGS.items():

@@ -10,7 +10,8 @@ import time
 from dataclasses import dataclass, fields, replace
 from typing import Collection, Iterable, Mapping
 
-from lakecleaner.core.config import DEFAULT_INTERVAL_MS, ConfigError, LakecleanerConfig, is_compacted
+from lakecleaner.core.config import (DEFAULT_INTERVAL_MS, ConfigError, LakecleanerConfig, cleanup_policy_error,
+                                     is_compacted)
 from lakecleaner.core.evaluate import Evaluation, cleaning_order, evaluate_table
 from lakecleaner.core.metadata import ManifestStatsCache, MetadataReader
 from lakecleaner.core.records import (FAILS_THE_RUN, LEFT_FOR_NEXT_RUN, NOTEWORTHY, ApplicationPlan, ApplicationReport,
@@ -56,9 +57,11 @@ def evaluate_all(cfg: LakecleanerConfig, tables: Iterable[str] | None = None, no
             out.append(Evaluation(name, EvaluationStatus.UNREADABLE,
                                   f"table {name}: cannot read metadata: {type(exc).__name__}: {exc}"))
             continue
-        if not is_compacted(meta.properties):
-            if requested:
-                out.append(Evaluation(name, EvaluationStatus.INVALID_CONFIG, f"table {name}: cleanup.policy is not compact"))
+        error = cleanup_policy_error(name, meta.properties)
+        if error or not is_compacted(meta.properties):
+            if requested or error:
+                out.append(Evaluation(name, EvaluationStatus.INVALID_CONFIG,
+                                      str(error or f"table {name}: cleanup.policy is not compact")))
             continue
         try:
             uncleanable = None if name in ignore_marks else store.uncleanable_reason(name)
