@@ -142,6 +142,24 @@ def test_client_mode_runs_the_driver_in_the_task_with_this_workers_python_and_fi
     assert conf["spark.kubernetes.driver.secretKeyRef.S3_SECRET"] == "lake-s3:secret-key"
 
 
+def test_the_config_is_named_as_mounted_not_through_its_symlinks(submission, tmp_path):
+    """A Kubernetes ConfigMap or Secret volume (the README's Helm values mount the config so) holds
+    each file as a symlink through ..data into a directory named for the pod's mount time, which
+    another pod's mount names otherwise: the mapped task, maybe on another pod, gets the path as
+    mounted."""
+    from lakecleaner.airflow.dag import _submission, catalog_and_config
+
+    mount = tmp_path / "mount"
+    real = mount / "..2026_11_29_09_00_00.123456789"
+    real.mkdir(parents=True)
+    (real / "lake.yaml").write_text(Path(submission.config).read_text())
+    (mount / "..data").symlink_to(real.name)
+    (mount / "lake.yaml").symlink_to("..data/lake.yaml")
+    given, cfg = catalog_and_config(str(mount / "lake.yaml"), "lake_catalog")
+    _, config_arg = _submission(cfg, given, "clean.py", "spark_local", None, None)
+    assert config_arg == str(mount / "lake.yaml")
+
+
 @pytest.mark.parametrize("name", ["yarn_cluster", "k8s_cluster"])
 def test_cluster_mode_names_only_what_the_cluster_reads(submission, name, monkeypatch):
     from lakecleaner.core.catalog_connection import LAUNCH_KEY

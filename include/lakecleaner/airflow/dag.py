@@ -48,7 +48,6 @@ import functools
 from dataclasses import replace
 import logging
 import os
-from pathlib import Path
 from typing import Any
 
 from airflow.sdk import AssetAlias, Param, TriggerRule, dag, task
@@ -277,7 +276,9 @@ def _submission(cfg: LakecleanerConfig, given, job: str, spark_conn_id: str | No
         target = SparkTarget(connection["master"], connection["deploy_mode"]).check()
         if not target.cluster:
             return ({"application": job_path(job), **operator_options(cfg), "deploy_mode": "client"},
-                    str(Path(cfg.source).resolve()))
+                    # absolute, symlinks kept: a Kubernetes ConfigMap or Secret volume links each file
+                    # through ..data into a directory named for this pod's mount, which no other pod has
+                    os.path.abspath(cfg.source))
         options, needed = cluster_options(cfg, code_uri or setting("code_uri") or None, job, given)
         config_arg = config_reference(cfg, config_uri or setting("config_uri") or None)
     except SubmitError as exc:

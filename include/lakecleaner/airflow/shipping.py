@@ -3,7 +3,9 @@ built by the task that submits the application, in its own scratch space, when i
 
 The mapped ``clean`` and ``forget`` tasks may run on another machine than the ``evaluate`` task that
 planned them (another pod under the KubernetesExecutor, another Celery worker), and share no disk
-with it: their arguments (XCom) name no file, and each builds the zip afresh in a private directory
+with it: their arguments (XCom) name no file one machine made, only the deployment's own (the job in
+the installed package, the config as mounted: the same on every worker of one image), and each
+builds the zip afresh in a private directory
 of its own ``$TMPDIR`` (lakecleaner.core.submit.built_package), removed when ``spark-submit``
 returns. Nothing found on disk is trusted, whoever could have written it.
 
