@@ -210,13 +210,29 @@ class FirstRun:
 @pytest.fixture(scope="module")
 def first_run(dagbag, dag_config, pool, lakehouse):
     with statsd_on() as statsd:  # this run only
+        # an erasure request id the table does not hold: said, and the run fails for it too (below)
         dr = _run(dagbag, lakehouse, {"tables": [], "force": False, "dry_run": False, "clear_uncleanable": [],
-                                      "forget": []})
+                                      "forget": [UNKNOWN_REQUEST]})
         datagrams = tuple(statsd.flush())
     alerts = Path(dag_config.source).parent / ALERTS
     lines = alerts.read_text().splitlines() if alerts.exists() else []  # no alert: no file
     return FirstRun(dr, lakehouse, datagrams, tuple(json.loads(line) for line in lines),
                     scheduler.last_evaluation(dag_config))
+
+
+UNKNOWN_REQUEST = "no-such-request"
+
+
+def test_an_unknown_erasure_request_id_is_named_and_fails_the_run_which_cleans_all_the_same(first_run, dag_config):
+    """A typo in the forget param used to erase nothing without a word, the run succeeding."""
+    from lakecleaner.core.erasure_requests import requests_ref
+
+    dr = first_run.dag_run
+    assert _xcom(dr, "forget_requests", "unknown_requests") == [
+        f"erasure request {UNKNOWN_REQUEST!r}: no such request in {requests_ref(dag_config).short} (asked for in forget)"]
+    states = _task_states(dr)
+    assert states[("forget", -1)] == "skipped" and states[("summary", -1)] == "failed", states
+    assert states[("evaluate", -1)] == "success" and dr.state == "failed"
 
 
 def test_pool_is_sized_by_cleaner_threads(pool, dag_config):

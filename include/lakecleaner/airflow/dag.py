@@ -216,10 +216,16 @@ def forget_requests(config: str | None, schedule: str | None, params=None, catal
     application; none pending: the mapped `forget` is skipped. Read without Spark and without their
     keys: XCom, the rendered arguments and the logs carry request ids only. It runs before
     `evaluate`, so within a run erasures and compactions never overlap; `dry_run` counts what would go."""
-    from lakecleaner.core.erasure_requests import list_pending
+    from lakecleaner.core.erasure_requests import list_pending, request_statuses, requests_ref, unmatched_requests
 
     given, cfg = catalog_and_config(config, catalog_conn_id)
     pending = list_pending(cfg, params["forget"])
+    named = [i for i in params["forget"] if isinstance(i, str)]  # an old run's conf may hold objects (keys)
+    unmatched = unmatched_requests(named, pending, request_statuses(cfg, named) if named else {})
+    for u in unmatched:  # summary fails the run for an unknown id; the rest of the run goes on
+        (log.error if u.fails_the_run else log.warning)("lakecleaner: %s", u.message(requests_ref(cfg).short))
+    context["ti"].xcom_push(key="unknown_requests",
+                            value=[u.message(requests_ref(cfg).short) for u in unmatched if u.fails_the_run])
     if not pending:
         return []
     log.info("lakecleaner: %d pending erasure request(s): %s", len(pending),
@@ -331,9 +337,11 @@ def summary(config: str | None, catalog_conn_id: str | None = None, **context) -
     if forget_failed:  # its log names each table and why; the tables were cleaned all the same
         raise AirflowFailException(f"lakecleaner: erasure request(s) failed ({', '.join(forget_failed)}); "
                                    "see the forget task's log")
-    failure = verdict.failure(notify_errors)
-    if failure:
-        raise AirflowFailException(failure)
+    # a typo in the forget param erased nothing: said and failed, the tables cleaned all the same
+    unknown = ti.xcom_pull(task_ids="forget_requests", key="unknown_requests") or []
+    failures = [f for f in (verdict.failure(notify_errors),) if f] + [f"lakecleaner: {m}" for m in unknown]
+    if failures:
+        raise AirflowFailException("; ".join(failures))
 
 
 def _after_the_run(cfg: LakecleanerConfig, evaluations: list[Evaluation], verdict: RunVerdict, now_ms: int,

@@ -86,6 +86,44 @@ def _open(status: str | None, claimed_at_ms: int | None, now_ms: int) -> bool:
     return status == PENDING or (status == IN_PROGRESS and (claimed_at_ms or 0) < now_ms - CLAIM_LEASE_MS)
 
 
+@dataclass(frozen=True)
+class UnmatchedRequest:
+    """A request id the `forget` param named that is no pending request: why. Only an id the table
+    does not hold fails the run (a typo would otherwise erase nothing without a word); a request
+    done, rejected or being carried out by another run is said and left."""
+    request_id: str
+    status: str | None  # the request's status in the table; None: no such request
+
+    @property
+    def fails_the_run(self) -> bool:
+        return self.status is None
+
+    def message(self, table: str) -> str:
+        if self.status is None:
+            return f"erasure request {self.request_id!r}: no such request in {table} (asked for in forget)"
+        if self.status == IN_PROGRESS:
+            return f"erasure request {self.request_id!r} is being carried out by another run: left to it"
+        return f"erasure request {self.request_id!r} is {self.status} already: nothing to carry out"
+
+
+def unmatched_requests(named: Iterable[str], pending: Iterable[PendingRequest],
+                       statuses: dict[str, str]) -> list[UnmatchedRequest]:
+    """Each id ``named`` that no ``pending`` request has, with its status in the table (``statuses``:
+    id -> status, of the named ids the table holds)."""
+    open_ids = {p.request_id for p in pending}
+    return [UnmatchedRequest(i, statuses.get(i)) for i in dict.fromkeys(named) if i not in open_ids]
+
+
+def request_statuses(cfg: LakecleanerConfig, ids: Iterable[str]) -> dict[str, str]:
+    """id -> status of the requests the table holds among ``ids`` (read through pyiceberg, no key)."""
+    ids = [i for i in ids if isinstance(i, str)]
+    tbl = own_table(cfg, REQUESTS_TABLE) if ids else None
+    if tbl is None:
+        return {}
+    rows = tbl.scan(row_filter=In("request_id", ids), selected_fields=("request_id", "status")).to_arrow()
+    return {r["request_id"]: r["status"] for r in rows.to_pylist()}
+
+
 def list_pending(cfg: LakecleanerConfig, ids: Iterable[str] = (), now_ms: int | None = None) -> list[PendingRequest]:
     """The open requests without their keys, read through pyiceberg (no Spark): for the DAG, which
     submits an application only when there is work and never reads a key column."""
