@@ -202,6 +202,27 @@ def test_an_unreadable_quality_context_fails_validation_only(spark, lake_config,
     assert list(scratch.iterdir()) == []  # the context's scratch directory went all the same
 
 
+def test_a_broken_run_history_table_stops_no_table(spark, lake_config, table_name):
+    """The run history is secondary (history.record_history): a history table whose metadata cannot
+    be read used to end the application before its first table."""
+    from dataclasses import replace
+
+    meta = f"brokenmeta{int(time.time() * 1000) % 10**8}"
+    cfg = replace(lake_config, cleaner=replace(lake_config.cleaner, meta_namespace=meta))
+    metadata = Path(lake_config.catalog.warehouse.removeprefix("file:")) / meta / "run_history" / "metadata"
+    metadata.mkdir(parents=True)
+    (metadata / "version-hint.text").write_text("1")
+    (metadata / "v1.metadata.json").write_text("{not json")  # torn
+    ref = _table(spark, cfg, table_name)
+    now = int(time.time() * 1000)
+    expected, said = _expected(spark, cfg, table_name, now), []
+    (outcome,) = clean_tables(spark, cfg, BatchRequest((table_name,), now, steps=("compact",)), emit=said.append)
+    assert outcome.status == "ok" and outcome.steps["compact"]["status"] == "committed", outcome
+    assert record_ids(spark, ref) == expected
+    assert any(line.startswith(f"lakecleaner: the run history table {cfg.history_table} cannot be prepared")
+               for line in said), said
+
+
 def test_a_dry_run_of_an_overdue_table_records_nothing_and_passes(spark, lake_config, table_name):
     """A dry run commits nothing: it neither resets a table's failures nor counts one, validates
     nothing (the untouched table would fail freshness, being overdue) and keeps no result."""

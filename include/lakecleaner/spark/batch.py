@@ -33,6 +33,7 @@ from lakecleaner.core.config import DEFAULT_INTERVAL_MS, ConfigError, Lakecleane
 from lakecleaner.core.records import (CLEANING_STEPS, NOT_COUNTED, ApplicationReport, QualityStatus, RunStatus, Step,
                                       TableOutcome, TableStatus)
 from lakecleaner.core.sparkconf import SHUFFLE_PARTITIONS
+from lakecleaner.core.table import first_line
 from lakecleaner.core.submit import format_result
 
 __all__ = ["CLEANING_STEPS", "STEPS", "BatchRequest", "TableOutcome", "clean_tables", "job_main", "result_line"]
@@ -66,7 +67,11 @@ def clean_tables(spark, cfg: LakecleanerConfig, request: BatchRequest,
     run = _BatchRun(cfg, request, emit)
     suites = _SuitesOnDemand(cfg) if "validate" in request.steps else None
     if "compact" in request.steps:
-        ensure_history_table(spark, cfg)  # once, before tables race to create it
+        try:
+            ensure_history_table(spark, cfg)  # once, before tables race to create it
+        except Exception as exc:  # noqa: BLE001 - history is secondary (record_history): the tables go on
+            emit(f"lakecleaner: the run history table {cfg.history_table} cannot be prepared, so the runs of this "
+                 f"application may go unrecorded there: {first_line(exc)}")
     replaced = _choose_small_table_conf(spark, cfg, request.tables, emit)
     workers = max(1, min(workers or cfg.cleaner.application_threads, len(request.tables)))
     try:
