@@ -771,6 +771,9 @@ def test_tombstone_counts_follow_the_runs(runs, retention, wait):
     ('{"offsets": {"+1": 5}}', "partition '+1'"),
     ('{"history": [[1, null]]}', "history[0] offsets"), ('{"retained": {"0": null}}', "retained[0]"),
     ('{"offset": {}}', "unknown field(s) 'offset'"),
+    # a name given twice: json keeps the last silently (partition 0 clean through 100, not 5)
+    ('{"offsets": {"0": 5, "0": 100}}', 'not JSON (the name "0" is given twice in one object'),
+    ('{"offsets": {}, "offsets": {"0": 9}}', 'the name "offsets" is given twice'),
 ])
 def test_a_checkpoint_not_written_by_the_cleaner_is_a_named_error(text, problem):
     with pytest.raises(CheckpointError) as err:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from lakecleaner.core.config import LONG_MAX
 
@@ -143,6 +143,17 @@ def run_ends(taken_ends: Mapping[Partition, int], kept_bad: Mapping[Partition, i
 
 
 # ---------------------------------------------------------------- rule 8: the checkpoint
+def _no_repeated_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json's object hook: a name given twice in one object is an error. json keeps the last one
+    silently, so {"0": 5, "0": 100} would take partition 0 as cleaned through 100."""
+    seen: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in seen:
+            raise ValueError(f"the name {_shown(name)} is given twice in one object")
+        seen[name] = value
+    return seen
+
+
 @dataclass
 class Checkpoint:
     """How far each partition has been cleaned, and the recent runs that moved it.
@@ -285,7 +296,7 @@ class Checkpoint:
     @classmethod
     def _parsed(cls, text: str) -> "Checkpoint":
         try:
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=_no_repeated_names)
         except ValueError as exc:
             raise CheckpointError(f"not JSON ({exc})") from None
         if not isinstance(data, dict):
