@@ -71,6 +71,10 @@ def test_references_to_secrets_reach_spark_submit():
     assert not is_secret("spark.kubernetes.executor.secrets.s3", "/mnt/s3")
     assert not is_secret("spark.hadoop.hadoop.security.credential.provider.path", "jceks://hdfs/keys.jceks")
     assert is_secret("spark.hadoop.fs.s3a.secret.key", "x") and is_secret("spark.kubernetes.driverEnv.X", "password=1")
+    # S3A's SSE-C key, a password in an environment variable, an API key: secrets too
+    assert is_secret("spark.hadoop.fs.s3a.encryption.key", "x") and is_secret("spark.executorEnv.DB_PASSWD", "x")
+    assert is_secret("spark.sql.catalog.lake.header.x-api-key", "x") and is_secret("spark.hadoop.fs.gs.api.key", "x")
+    assert not is_secret("spark.hadoop.fs.s3a.encryption.algorithm", "SSE-C")
 
 
 def test_the_code_bundle_holds_the_zip_and_the_job_files(tmp_path):

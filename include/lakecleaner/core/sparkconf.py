@@ -96,8 +96,10 @@ def spark_conf(cfg: LakecleanerConfig) -> dict[str, str]:
 
 # Spark redacts a conf value in its logs, UI and event log when its key or its value matches this;
 # Spark's default misses the names catalogs and file systems give their secrets (credential,
-# private.key, Azure's account.key and .sas. keys; jdbc.password and token it catches).
-REDACTION = r"(?i)secret|password|token|access[.]key|credential|private[.]key|account[.]key|[.]sas[.]"
+# private.key, Azure's account.key and .sas. keys, S3A's encryption.key for SSE-C, API keys, and a
+# PASSWD an environment variable may be named; jdbc.password and token it catches).
+REDACTION = (r"(?i)secret|password|passwd|token|access[.]key|credential|private[.]key|account[.]key|[.]sas[.]"
+             r"|encryption[.]key|api[._-]?key")
 REDACTION_KEY = "spark.redaction.regex"  # its value matches the pattern, and is no secret
 
 
