@@ -20,8 +20,10 @@ def _run(table, run_id, now_ms, **kw):
 def test_table_names_are_namespace_dot_table_of_identifiers():
     assert valid_table_name("shop.orders") and valid_table_name("_a.b_2")
     for bad in ("shop", "a.b.c", "shop.or-ders", "../etc.passwd", "shop.orders/x", "1a.b", "a.", ".b", "a.b\n", "",
-                None, "a" * 129 + ".b"):
+                None, "a.b\u0661", "\u00e9t\u00e9.b"):
         assert not valid_table_name(bad), bad
+    # the names the cleaner cleans (config.IDENT), long ones too: the page used to cap each part at 128
+    assert valid_table_name("a" * 129 + ".b")
 
 
 def test_run_point_derives_totals_and_the_dirty_share_proxy():

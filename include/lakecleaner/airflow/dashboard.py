@@ -26,17 +26,14 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import re
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from lakecleaner.core.config import LONG_MAX, LakecleanerConfig
+from lakecleaner.core.config import IDENT, LONG_MAX, LakecleanerConfig
 from lakecleaner.core.deletefiles import REWRITE_DELETE_RATIO
 from lakecleaner.core.quality_rules import FRESHNESS, rule_named
 
-# namespace.table, each part as the engine accepts it (lakecleaner.spark.engine.IDENT)
-TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}\.[A-Za-z_][A-Za-z0-9_]{0,127}")  # fullmatch: no trailing newline
 REMOVED = ("removed_superseded", "removed_expired_tombstones", "quarantined")
 FRESHNESS_RULE = FRESHNESS  # the rule whose figure the page shows as the table's freshness
 INDEX_HISTORY_ROWS = 5000  # the index reads at most this many newest runs of its page's tables
@@ -89,7 +86,10 @@ class Page:
 
 
 def valid_table_name(name: str) -> bool:
-    return isinstance(name, str) and bool(TABLE_NAME.fullmatch(name))
+    """namespace.table, each part an identifier as every command takes it (config.IDENT): the page
+    links every table the cleaner cleans, and nothing else."""
+    parts = name.split(".") if isinstance(name, str) else []
+    return len(parts) == 2 and all(IDENT.fullmatch(part) for part in parts)
 
 
 def iso(ms: int | None) -> str | None:
