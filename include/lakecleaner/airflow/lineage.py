@@ -183,13 +183,13 @@ def operator_lineage(operator, task_instance) -> OperatorLineage:
     task instance's run id and map index name the report and the requests; XCom is never read)."""
     from lakecleaner.airflow.dag import catalog_and_config
     from lakecleaner.core import scheduler
-    from lakecleaner.core.state import read_document
 
     job = os.path.basename(operator.application or "")
     _, cfg = catalog_and_config(operator.lakecleaner_config, operator.catalog_conn_id)
     if job == "clean.py" and task_instance.map_index >= 0:
-        report = read_document(cfg, scheduler.report_name(task_instance.run_id, task_instance.map_index)) or {}
-        return compaction_lineage(cfg, report.get("outcomes") or [])
+        # the typed report, as announce reads it: one reader of the document, checked
+        report = scheduler.read_report(cfg, task_instance.run_id, task_instance.map_index)
+        return compaction_lineage(cfg, [o.to_dict() for o in report.outcomes] if report else [])
     if job == "forget.py":
         args = [str(a) for a in operator.application_args or []]
         return forget_lineage(cfg, carried_out(cfg, _option(args, "request-id"), task_instance.run_id))
