@@ -255,3 +255,24 @@ def test_the_lake_cleaner_page_merges_a_dags_catalog_connection(tmp_path, monkey
 
     assert catalog_conn_value(type("Dag", (), {"task_dict": {"evaluate": Task}})) == "a_catalog"
     assert catalog_conn_value(type("Dag", (), {"task_dict": {}})) is None
+
+
+def test_a_fresh_parse_reads_no_catalog_credentials_file(tmp_path):
+    """pyiceberg reads ``.pyiceberg.yaml`` (where its users keep catalog credentials) as it is
+    imported: a parse in a fresh interpreter, as a DAG processor's, must not import it."""
+    import subprocess
+
+    home = tmp_path / "pyiceberg-home"
+    home.mkdir()
+    (home / ".pyiceberg.yaml").write_text("catalog:\n  default:\n    uri: http://nowhere\n")
+    script = (
+        "import os, sys, runpy\n"
+        "opened = []\n"
+        "sys.addaudithook(lambda e, a: opened.append(str(a[0])) if e == 'open' and a and isinstance(a[0], str) else None)\n"
+        f"runpy.run_path({str(DAG_FILE)!r})\n"
+        "print('PYICEBERG', 'pyiceberg' in sys.modules, [p for p in opened if p.endswith('.pyiceberg.yaml')])\n")
+    env = {**os.environ, "PYICEBERG_HOME": str(home), "AIRFLOW__LAKECLEANER__CONFIG": str(tmp_path / "missing.yaml"),
+           "PYTHONPATH": os.pathsep.join([str(PACKAGE.parent), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    [line] = [line for line in done.stdout.splitlines() if line.startswith("PYICEBERG ")] or [done.stderr[-3000:]]
+    assert line == "PYICEBERG False []", line

@@ -214,7 +214,9 @@ def test_one_hostile_table_never_stops_the_evaluation_of_the_others(tmp_path, mo
             raise RecursionError("maximum recursion depth exceeded")
         return real(meta, *args)
 
-    monkeypatch.setattr(scheduler, "MetadataReader", _Lake)
+    from lakecleaner.core import metadata
+
+    monkeypatch.setattr(metadata, "MetadataReader", _Lake)
     monkeypatch.setattr(scheduler, "evaluate_table", evaluate_table)
     cfg = LakecleanerConfig(catalog=CatalogConfig(warehouse=str(tmp_path)))
     rows = {e.table: e for e in scheduler.evaluate_all(cfg, now_ms=10_000)}

@@ -13,7 +13,6 @@ from typing import Collection, Iterable, Mapping
 from lakecleaner.core.config import (DEFAULT_INTERVAL_MS, ConfigError, LakecleanerConfig, cleanup_policy_error,
                                      is_compacted)
 from lakecleaner.core.evaluate import Evaluation, cleaning_order, evaluate_table
-from lakecleaner.core.metadata import ManifestStatsCache, MetadataReader
 from lakecleaner.core.records import (FAILS_THE_RUN, LEFT_FOR_NEXT_RUN, NOTEWORTHY, ApplicationPlan, ApplicationReport,
                                       EvaluationStatus, NotRun, RecordedOutcome, RunFigures, RunVerdict, Step,
                                       TableStatus, TableVerdict)
@@ -30,6 +29,10 @@ def evaluate_all(cfg: LakecleanerConfig, tables: Iterable[str] | None = None, no
     config is invalid gets a row saying so; the others are still evaluated. ``ignore_marks``: tables
     evaluated as if their uncleanable mark were cleared (a dry run's clear_uncleanable, which clears
     nothing)."""
+    # here, not at the top: pyiceberg reads its .pyiceberg.yaml as it is imported, and the DAG file,
+    # which the DAG processor parses every 30 s, imports this module
+    from lakecleaner.core.metadata import ManifestStatsCache, MetadataReader
+
     namespaces = tuple(namespaces)
     now_ms = int(now_ms if now_ms is not None else time.time() * 1000)
     reader, store = MetadataReader(cfg, ManifestStatsCache(cfg)), StateStore(cfg)
