@@ -81,6 +81,15 @@ def test_no_credential_reaches_a_name_or_an_asset_uri():
     assert lineage.spark_identifier(catalogs[1], "demo.orders") == jdbc  # pyiceberg's URL names it alike
 
 
+def test_sql_servers_properties_and_a_port_that_is_no_number_show_no_secret():
+    """SQL Server's JDBC URLs carry ;name=value properties after the port, a password among them:
+    urlsplit's port error quoted them all."""
+    assert lineage.public_uri(f"sqlserver://db:1433;databaseName=x;password={SECRET}").geturl() == "sqlserver://db:1433"
+    with pytest.raises(ValueError) as err:
+        lineage.public_uri(f"postgresql://pg:{SECRET}/iceberg")
+    assert SECRET not in str(err.value) and "port is not a number" in str(err.value)
+
+
 def test_a_catalog_that_says_too_little_gets_no_spark_identifier_but_still_an_asset():
     glue = _catalog("glue", **{"glue.region": "us-east-1"})  # no account id: no ARN
     assert lineage.spark_identifier(glue, "a.b") is None

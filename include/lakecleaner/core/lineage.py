@@ -53,12 +53,18 @@ def split_table(table: str) -> tuple[str, str]:
 
 # ---------------------------------------------------------------- URIs without secrets
 def public_uri(uri: str) -> SplitResult:
-    """``uri`` parsed, without user, password, query and fragment (where JDBC URLs carry credentials)."""
+    """``uri`` parsed, without user, password, query and fragment (where JDBC URLs carry credentials),
+    nor SQL Server's ``;name=value`` properties (a password among them)."""
     parts = urlsplit(uri.strip())
+    parts = parts._replace(netloc=parts.netloc.split(";", 1)[0], path=parts.path.split(";", 1)[0])
+    try:
+        port = parts.port
+    except ValueError:  # its message quotes the rest of the address, which may hold a secret
+        raise ValueError("the URI's port is not a number") from None
     host = parts.hostname or ""
     if ":" in host:  # an IPv6 literal
         host = f"[{host}]"
-    netloc = host + (f":{parts.port}" if parts.port else "")
+    netloc = host + (f":{port}" if port else "")
     return parts._replace(netloc=netloc, query="", fragment="", path=parts.path.rstrip("/") or "")
 
 
