@@ -220,6 +220,8 @@ BAD_VALUES = [
     ("compaction.key.columns", "key,", "must be a comma-separated list of column names"),
     ("compaction.key.columns", ",key", "must be a comma-separated list of column names"),
     ("compaction.key.columns", "key, ,value", "must be a comma-separated list of column names"),
+    # one column twice (Spark's names are case-insensitive): a forget's key join failed confusingly
+    ("compaction.key.columns", "key,KEY", "a column is named twice"),
 ]
 
 

@@ -93,6 +93,8 @@ def test_the_deadline_is_the_readme_bound():
     assert physical_deletion_deadline(aged, 1_000, 900) == 1_000 + 60_000 + 900 + 5_000
     assert physical_deletion_deadline(dataclasses.replace(tc, snapshot_retention=(None, 3)), 1_000, 900) is None
     assert physical_deletion_deadline(dataclasses.replace(tc, max_compaction_lag_ms=LONG_MAX), 1_000, 900) is None
+    # a sum past a bigint (the audit row's deadline_ms): no bound in time, not a literal that fails the UPDATE
+    assert physical_deletion_deadline(dataclasses.replace(tc, max_compaction_lag_ms=LONG_MAX - 10), 1_000, 900) is None
 
 
 def test_one_spelling_of_a_files_location():

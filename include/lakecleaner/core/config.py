@@ -320,12 +320,14 @@ def physical_deletion_deadline(tc: "TableConfig", removed_at_ms: int, interval_m
     ``removed_at_ms`` is in no data file any snapshot reaches after removed_at + max.compaction.lag.ms
     + one schedule interval + min.compaction.lag.ms (+ max-snapshot-age instead, when the table keeps
     older snapshots; see physical_deletion_bound). None: no bound in time (max.compaction.lag.ms not
-    set, or history.expire.min-snapshots-to-keep > 1)."""
+    set, or history.expire.min-snapshots-to-keep > 1, or a sum past the longest time Iceberg keeps:
+    the audit row's bigint would not hold it)."""
     max_age, keep = tc.snapshot_retention
     if keep > 1 or tc.max_compaction_lag_ms >= LONG_MAX:
         return None
     kept = max_age if max_age is not None and max_age > tc.min_compaction_lag_ms else tc.min_compaction_lag_ms
-    return removed_at_ms + tc.max_compaction_lag_ms + interval_ms + kept
+    deadline = removed_at_ms + tc.max_compaction_lag_ms + interval_ms + kept
+    return deadline if deadline <= LONG_MAX else None
 
 
 def read_split(table: str, properties: Mapping[str, str]) -> tuple[int, int]:
@@ -379,6 +381,9 @@ def resolve_table(
                               f"no such column {key!r}")
     keys = tuple(schema.safe("compaction.key.columns", schema.spelling[k.lower()])
                  for k in values["compaction.key.columns"])
+    if len({k.lower() for k in keys}) < len(keys):  # Spark names columns case-insensitively
+        raise ConfigError(table, "compaction.key.columns", ",".join(values["compaction.key.columns"]),
+                          "a column is named twice")
     for key in keys:
         if _holds_a_map(schema.types[key.lower()]):  # Spark cannot group records by it: every run failed
             raise ConfigError(table, "compaction.key.columns", ",".join(values["compaction.key.columns"]),
