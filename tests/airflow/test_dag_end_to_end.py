@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from argparse import Namespace
 
+import copy
 import datetime as dt
 import json
 import os
@@ -154,8 +155,13 @@ def lakehouse(dag_spark, dag_config):
 
 
 def _run(dagbag, logical_date, conf=None):
+    """A dag.test run with every param given: dag.test keeps a run's conf in the DAG's params, so a
+    param a run leaves out would be the previous run's, not its default."""
+    from lakecleaner.airflow.dag import PARAMS
+
     dag = dagbag.dags["lakecleaner"]
-    return dag.test(logical_date=logical_date, run_conf=conf or {})
+    defaults = {k: copy.deepcopy(p.value) for k, p in PARAMS.items()}
+    return dag.test(logical_date=logical_date, run_conf={**defaults, **(conf or {})})
 
 
 def _xcom(dr, task_id, key="return_value"):
