@@ -221,11 +221,10 @@ def forget_requests(config: str | None, schedule: str | None, params=None, catal
     given, cfg = catalog_and_config(config, catalog_conn_id)
     pending = list_pending(cfg, params["forget"])
     named = [i for i in params["forget"] if isinstance(i, str)]  # an old run's conf may hold objects (keys)
-    unmatched = unmatched_requests(named, pending, request_statuses(cfg, named) if named else {})
+    unmatched, table = unmatched_requests(named, pending, request_statuses(cfg, named)), requests_ref(cfg).short
     for u in unmatched:  # summary fails the run for an unknown id; the rest of the run goes on
-        (log.error if u.fails_the_run else log.warning)("lakecleaner: %s", u.message(requests_ref(cfg).short))
-    context["ti"].xcom_push(key="unknown_requests",
-                            value=[u.message(requests_ref(cfg).short) for u in unmatched if u.fails_the_run])
+        (log.error if u.fails_the_run else log.warning)("lakecleaner: %s", u.message(table))
+    context["ti"].xcom_push(key="unknown_requests", value=[u.message(table) for u in unmatched if u.fails_the_run])
     if not pending:
         return []
     log.info("lakecleaner: %d pending erasure request(s): %s", len(pending),
