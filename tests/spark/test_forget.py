@@ -268,12 +268,13 @@ def test_a_request_with_a_bad_key_is_rejected_named_and_its_keys_leave_the_reque
     assert "alice" not in line["error"] and not [r for r in rows if "alice" in r["note"]]  # the note is kept
     assert spark.table(ref.sql()).count() == 3  # nothing deleted, not even the good key's record
     # what the DAG's forget_requests reads of a named id that is no pending request (pyiceberg, no key)
-    from lakecleaner.core.erasure_requests import list_pending, request_statuses, unmatched_requests
+    from lakecleaner.core.erasure_requests import list_pending, not_pending, request_statuses, unmatched_requests
 
     named = [request.request_id, "no-such-request"]
-    statuses = request_statuses(lake_config, named)
+    missing = not_pending(named, list_pending(lake_config, named))
+    statuses = request_statuses(lake_config, missing)
     assert statuses == {request.request_id: "rejected"}
-    unmatched = unmatched_requests(named, list_pending(lake_config, named), statuses)
+    unmatched = unmatched_requests(missing, statuses)
     assert [(u.request_id, u.fails_the_run) for u in unmatched] == [(request.request_id, False), ("no-such-request", True)]
 
 

@@ -119,14 +119,16 @@ def test_only_a_concurrent_change_is_a_yield():
 
 
 def test_an_id_the_forget_param_names_that_is_no_pending_request_is_said_and_only_an_unknown_one_fails():
-    from lakecleaner.core.erasure_requests import DONE, IN_PROGRESS, PendingRequest, unmatched_requests
+    from lakecleaner.core.erasure_requests import DONE, IN_PROGRESS, PendingRequest, not_pending, unmatched_requests
 
     pending = [PendingRequest("r-open", "ns.t", 2)]
     named = ["r-open", "r-typo", "r-done", "r-busy", "r-typo"]
-    got = unmatched_requests(named, pending, {"r-done": DONE, "r-busy": IN_PROGRESS, "r-open": "pending"})
+    missing = not_pending(named, pending)
+    assert missing == ["r-typo", "r-done", "r-busy"]
+    got = unmatched_requests(missing, {"r-done": DONE, "r-busy": IN_PROGRESS})
     assert [(u.request_id, u.fails_the_run) for u in got] == [("r-typo", True), ("r-done", False), ("r-busy", False)]
     assert [u.message("lake.lakecleaner.forget_requests") for u in got] == [
         "erasure request 'r-typo': no such request in lake.lakecleaner.forget_requests (asked for in forget)",
         "erasure request 'r-done' is done already: nothing to carry out",
         "erasure request 'r-busy' is being carried out by another run: left to it"]
-    assert unmatched_requests([], pending, {}) == []  # every pending one: nothing named
+    assert not_pending([], pending) == [] and not_pending(["r-open"], pending) == []  # nothing to read

@@ -216,12 +216,13 @@ def forget_requests(config: str | None, schedule: str | None, params=None, catal
     application; none pending: the mapped `forget` is skipped. Read without Spark and without their
     keys: XCom, the rendered arguments and the logs carry request ids only. It runs before
     `evaluate`, so within a run erasures and compactions never overlap; `dry_run` counts what would go."""
-    from lakecleaner.core.erasure_requests import list_pending, request_statuses, requests_ref, unmatched_requests
+    from lakecleaner.core.erasure_requests import (list_pending, not_pending, request_statuses, requests_ref,
+                                                   unmatched_requests)
 
     given, cfg = catalog_and_config(config, catalog_conn_id)
     pending = list_pending(cfg, params["forget"])
-    named = [i for i in params["forget"] if isinstance(i, str)]  # an old run's conf may hold objects (keys)
-    unmatched, table = unmatched_requests(named, pending, request_statuses(cfg, named)), requests_ref(cfg).short
+    missing = not_pending((i for i in params["forget"] if isinstance(i, str)), pending)  # (an old conf: objects)
+    unmatched, table = unmatched_requests(missing, request_statuses(cfg, missing)), requests_ref(cfg).short
     for u in unmatched:  # summary fails the run for an unknown id; the rest of the run goes on
         (log.error if u.fails_the_run else log.warning)("lakecleaner: %s", u.message(table))
     context["ti"].xcom_push(key="unknown_requests", value=[u.message(table) for u in unmatched if u.fails_the_run])

@@ -106,12 +106,17 @@ class UnmatchedRequest:
         return f"erasure request {self.request_id!r} is {self.status} already: nothing to carry out"
 
 
-def unmatched_requests(named: Iterable[str], pending: Iterable[PendingRequest],
-                       statuses: dict[str, str]) -> list[UnmatchedRequest]:
-    """Each id ``named`` that no ``pending`` request has, with its status in the table (``statuses``:
-    id -> status, of the named ids the table holds)."""
+def not_pending(named: Iterable[str], pending: Iterable[PendingRequest]) -> list[str]:
+    """The ids ``named`` (once each, in order) that no ``pending`` request has: the only ones whose
+    status is worth reading (none in the usual case, where every named id is pending)."""
     open_ids = {p.request_id for p in pending}
-    return [UnmatchedRequest(i, statuses.get(i)) for i in dict.fromkeys(named) if i not in open_ids]
+    return [i for i in dict.fromkeys(named) if i not in open_ids]
+
+
+def unmatched_requests(missing: Iterable[str], statuses: dict[str, str]) -> list[UnmatchedRequest]:
+    """Each id of ``not_pending`` with its status in the table (``statuses``: id -> status, of the
+    ids the table holds)."""
+    return [UnmatchedRequest(i, statuses.get(i)) for i in missing]
 
 
 def request_statuses(cfg: LakecleanerConfig, ids: Iterable[str]) -> dict[str, str]:

@@ -523,14 +523,13 @@ def clear_marks(cfg: LakecleanerConfig, tables: Iterable[str], dry_run: bool = F
                 out.append(ClearedMark(name, False, f"table {table}: no failed run is counted and it is not marked "
                                                     "uncleanable: nothing to clear (is the name right?)"))
                 continue
-            was_marked = state is None or state.uncleanable
+            cleared.add(table)
             if dry_run:
-                cleared.add(table)
                 out.append(ClearedMark(name, True, f"{table}: dry run, its mark and failed runs stay; evaluated as if "
                                                    "cleared"))
                 continue
+            was_marked = state is None or state.uncleanable
             store.clear(table)
-            cleared.add(table)
         except (ValueError, StateError, OSError) as exc:  # a bad name, or state it cannot write: named, the rest go on
             out.append(ClearedMark(name, False, str(exc) if str(exc).startswith("table ") else
                                    f"table {name}: cannot clear: {type(exc).__name__}: {exc}"))
