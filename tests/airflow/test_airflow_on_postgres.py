@@ -167,15 +167,17 @@ class AirflowPg:
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         return done.stdout
 
-    def api_get(self, path: str) -> dict:
-        """GET from the api-server as standalone's admin (the password it generated), as the UI does."""
+    def api(self, method: str, path: str, body: dict | None = None) -> dict:
+        """A request to the api-server as standalone's admin (the password it generated), as the UI
+        makes it: no `airflow` process to start (each took about 4 CPU s)."""
         import httpx
 
         password = json.loads((self.home / "simple_auth_manager_passwords.json.generated").read_text())["admin"]
         with httpx.Client(base_url=self.api_url, timeout=60) as client:
             token = client.post("/auth/token", json={"username": "admin", "password": password})
             token.raise_for_status()
-            resp = client.get(path, headers={"Authorization": f"Bearer {token.json()['access_token']}"})
+            resp = client.request(method, path, json=body,
+                                  headers={"Authorization": f"Bearer {token.json()['access_token']}"})
             assert resp.status_code == 200, (path, resp.status_code, resp.text[:500])
             return resp.json()
 
@@ -238,7 +240,7 @@ class Live:
 def live(spark, pg_config, tmp_path_factory):
     """Airflow with the DAG scheduled at two coming moments, paused; one append batch before each of
     them, the late table's rows before the last; then `airflow backfill create` over the two
-    intervals (the command the README shows) and the DAG unpaused."""
+    intervals (the command the README shows) and the DAG unpaused (the UI's toggle, through the REST API)."""
     ref = create_compacted_table(spark, pg_config, BF_TABLE, BF_PROPERTIES)
     late = create_compacted_table(spark, pg_config, LATE_TABLE)
     batches = _bf_batches()
@@ -266,7 +268,8 @@ def live(spark, pg_config, tmp_path_factory):
             assert {s for (s,) in airflow.query("SELECT state FROM dag_run WHERE backfill_id = %s", backfill_id)} == {
                 "queued"}
             time.sleep(2)
-        airflow.airflow("dags", "unpause", "lakecleaner")
+        # the UI's pause toggle
+        assert airflow.api("PATCH", "/api/v2/dags/lakecleaner", {"is_paused": False})["is_paused"] is False
         yield Live(airflow, fires, batches, records, tc, read_model_records(spark, pg_config, LATE_TABLE),
                    backfill_id)
     finally:
@@ -330,7 +333,7 @@ def test_airflow_backfill_create_cleans_each_interval_as_of_its_end(spark, pg_co
     assert expected != _replay(live.records, live.tc, [(e, None) for e in ends])[0]
 
     # the Lake Cleaner page lists the backfill's runs
-    view = live.airflow.api_get(f"/lakecleaner/api/dags/lakecleaner/tables/{BF_TABLE}")
+    view = live.airflow.api("GET", f"/lakecleaner/api/dags/lakecleaner/tables/{BF_TABLE}")
     assert sorted((r["now_ms"], r["status"]) for r in view["runs"]) == [(e, "committed") for e in ends], view["runs"]
 
 
