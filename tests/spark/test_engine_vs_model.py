@@ -92,13 +92,18 @@ def _survivor_ids(spark, ref, partitioned):
     return sorted((r["partition"], r["offset"]) for r in spark.table(ref.sql()).select("partition", "offset").collect())
 
 
-@examples(14)
+# The ci profile's counts (12, 10 and 4 below; 14, 12 and 5 until 2026-11-29) are the derandomized series'
+# first examples: between them every strategy, both table layouts, both log-end settings and every budget. The
+# ones dropped were two more offset logs here (7 of 12 remain), two more timestamp logs in the versioned
+# property (3 remain) and a column log on the JDBC catalog: about 20 CPU s of the suite. `make
+# test-thorough` runs eight times as many, fresh each run.
+@examples(12)
 @given(scenario())
 def test_spark_job_matches_reference_model(spark, lake_config, scenario):
     _check_against_model(spark, lake_config, scenario)
 
 
-@examples(12)
+@examples(10)
 @given(scenario(keyed_record, ("timestamp", "header", "column")))
 def test_versioned_key_map_matches_reference_model(spark, lake_config, scenario):
     """Versioned strategies without bad records: the key map with its clean-part lookup (late lower
@@ -106,7 +111,7 @@ def test_versioned_key_map_matches_reference_model(spark, lake_config, scenario)
     _check_against_model(spark, lake_config, scenario)
 
 
-@examples(5)
+@examples(4)
 @given(scenario())
 def test_spark_job_matches_reference_model_on_the_jdbc_catalog(codegen, pg_config, scenario):
     """The same property on Iceberg's JDBC catalog on PostgreSQL (fewer examples: the rules are the
