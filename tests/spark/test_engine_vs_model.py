@@ -94,7 +94,7 @@ def _survivor_ids(spark, ref, partitioned):
 
 # The ci profile's counts (12, 10 and 4 below; 14, 12 and 5 until 2026-11-29) are the derandomized series'
 # first examples: between them every strategy, both table layouts, both log-end settings and every budget. The
-# ones dropped were two more offset logs here (7 of 12 remain), two more timestamp logs in the versioned
+# ones dropped were two more offset logs here (7 of the 12 kept are offset logs), two more timestamp logs in the versioned
 # property (3 remain) and a column log on the JDBC catalog: about 20 CPU s of the suite. `make
 # test-thorough` runs eight times as many, fresh each run.
 @examples(12)
