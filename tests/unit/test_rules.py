@@ -299,12 +299,21 @@ partition_st = st.one_of(st.none(), st.integers(-5, 1000))
 offsets_st = st.dictionaries(partition_st, st.integers(0, 2**62), max_size=6)
 
 
-history_st = st.lists(st.tuples(st.integers(0, 2**50), offsets_st, st.integers(0, 2**40)), max_size=5)
+@st.composite
+def checkpoint_parts(draw):
+    """Offsets, a history whose entries stay within them (what `advanced` writes), and retained offsets."""
+    offsets = draw(offsets_st)
+    partitions = sorted(offsets, key=lambda p: -1 if p is None else p)
+    entry_st = st.lists(st.sampled_from(partitions), unique=True).flatmap(
+        lambda ps: st.fixed_dictionaries({p: st.integers(0, offsets[p]) for p in ps})) if partitions else st.just({})
+    history = draw(st.lists(st.tuples(st.integers(0, 2**50), entry_st, st.integers(0, 2**40)), max_size=5))
+    return offsets, history, draw(offsets_st)
 
 
 @FAST
-@given(offsets_st, history_st, offsets_st)
-def test_json_round_trip_property(offsets, history, retained):
+@given(checkpoint_parts())
+def test_json_round_trip_property(parts):
+    offsets, history, retained = parts
     ck = Checkpoint(offsets=offsets, history=history, retained=retained)
     text = ck.to_json()
     assert Checkpoint.from_json(text) == ck
@@ -312,9 +321,10 @@ def test_json_round_trip_property(offsets, history, retained):
 
 
 @FAST
-@given(offsets_st, history_st, offsets_st)
-def test_json_legacy_two_element_entries_property(offsets, history, retained):
+@given(checkpoint_parts())
+def test_json_legacy_two_element_entries_property(parts):
     """A checkpoint written before the counts existed reads back with every count 0."""
+    offsets, history, retained = parts
     data = json.loads(Checkpoint(offsets=offsets, history=history, retained=retained).to_json())
     data["history"] = [h[:2] for h in data["history"]]
     back = Checkpoint.from_json(json.dumps(data))
@@ -343,6 +353,20 @@ def test_from_json_accepts_legacy_two_element_entries():
     assert ck.first_cleaned_at(0, 6) == 2000 and ck.expired_through(None, 2101, 100) == 3
     # written back in the new shape
     assert json.loads(ck.to_json())["history"] == [[1000, {"0": 5}, 0], [2000, {NO_PARTITION: 3, "0": 7}, 0]]
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ('{"offsets":{"0":7},"history":[[1000,{"0":9},0]]}', "history[0] offsets: partition 0 cleaned through 9, past the offsets' 7"),
+    ('{"offsets":{"0":7},"history":[[1000,{"0":7},0],[2000,{"-":3},1]]}',
+     "history[1] offsets: partition - cleaned through 3, past the offsets' none"),
+])
+def test_from_json_refuses_a_history_past_its_offsets(text, problem):
+    """No run writes an entry its offsets do not cover (offsets only grow; a reset drops a partition
+    from both): such a checkpoint was edited by hand or by another tool, and its history would date
+    records the checkpoint does not call clean."""
+    with pytest.raises(CheckpointError) as err:
+        Checkpoint.from_json(text)
+    assert str(err.value) == f"invalid checkpoint: {problem}"
 
 
 def test_from_json_accepts_mixed_legacy_and_new_entries():

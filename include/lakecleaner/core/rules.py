@@ -307,8 +307,10 @@ class Checkpoint:
         history = data.get("history", [])
         if not isinstance(history, list):
             raise CheckpointError(f"history: expected a list of [run time, offsets, tombstones], got {_shown(history)}")
-        return cls(offsets=_offsets_from_json(data.get("offsets", {}), "offsets"),
-                   history=[_history_entry(h, i) for i, h in enumerate(history)],
+        offsets = _offsets_from_json(data.get("offsets", {}), "offsets")
+        entries = [_history_entry(h, i) for i, h in enumerate(history)]
+        _history_within(offsets, entries)
+        return cls(offsets=offsets, history=entries,
                    retained=_offsets_from_json(data.get("retained", {}), "retained"),
                    as_of_ms=None if data.get("as_of_ms") is None else _int(data["as_of_ms"], "as_of_ms", 0))
 
@@ -379,6 +381,19 @@ def _history_entry(entry, i: int) -> tuple[int, dict[Partition, int], int]:
         raise CheckpointError(f"{where}: expected [run time, offsets, tombstones], got {_shown(entry)}")
     tombstones = _int(entry[2], f"{where} tombstones", 0) if len(entry) == 3 else 0
     return _int(entry[0], f"{where} run time", 0), _offsets_from_json(entry[1], f"{where} offsets"), tombstones
+
+
+def _history_within(offsets: dict[Partition, int], history: list[tuple[int, dict[Partition, int], int]]) -> None:
+    """Each history entry records offsets a run cleaned through, which the checkpoint's offsets (the
+    furthest of them; offsets only grow, and a reset drops a partition from both) therefore cover.
+    An entry past them would date records the checkpoint does not call clean: the quality checks
+    would judge tombstones by it."""
+    for i, (_, entry, _) in enumerate(history):
+        for p, offset in entry.items():
+            if offsets.get(p, -1) < offset:
+                name = NO_PARTITION if p is None else str(p)
+                raise CheckpointError(f"history[{i}] offsets: partition {name} cleaned through {offset}, past the "
+                                      f"offsets' {offsets.get(p, 'none')}")
 
 
 def log_ends(files: Iterable[tuple[Partition, int | None]], partitioned: bool) -> dict[Partition, int] | None:
