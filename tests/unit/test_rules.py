@@ -359,6 +359,7 @@ def test_from_json_accepts_legacy_two_element_entries():
     ('{"offsets":{"0":7},"history":[[1000,{"0":9},0]]}', "history[0] offsets: partition 0 cleaned through 9, past the offsets' 7"),
     ('{"offsets":{"0":7},"history":[[1000,{"0":7},0],[2000,{"-":3},1]]}',
      "history[1] offsets: partition - cleaned through 3, past the offsets' none"),
+    ('{"offsets":{},"history":[[1000,{"0":-1},0]]}', "history[0] offsets: partition 0 cleaned through -1, past the offsets' none"),
 ])
 def test_from_json_refuses_a_history_past_its_offsets(text, problem):
     """No run writes an entry its offsets do not cover (offsets only grow; a reset drops a partition

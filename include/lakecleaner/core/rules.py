@@ -390,7 +390,7 @@ def _history_within(offsets: dict[Partition, int], history: list[tuple[int, dict
     would judge tombstones by it."""
     for i, (_, entry, _) in enumerate(history):
         for p, offset in entry.items():
-            if offsets.get(p, -1) < offset:
+            if p not in offsets or offsets[p] < offset:
                 name = NO_PARTITION if p is None else str(p)
                 raise CheckpointError(f"history[{i}] offsets: partition {name} cleaned through {offset}, past the "
                                       f"offsets' {offsets.get(p, 'none')}")
